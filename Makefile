@@ -1,0 +1,51 @@
+# janus: `make test` and `make demo` do all set-up on a fresh machine.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.janus-setup
+OPS_STAMP := $(VENV)/.janus-ops
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+export PYTHONUNBUFFERED := 1
+
+.PHONY: setup ops test test-keras3 test-legacy-keras demo bench bench-quick lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml setup.py requirements-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+	# tf_keras (Keras 2) without deps: its deps would pull the non-cpu TensorFlow wheel.
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps 'tf_keras==2.21.*'
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+ops: $(OPS_STAMP)
+
+$(OPS_STAMP): $(STAMP) $(wildcard csrc/*.cc) janus/ops/build.py
+	$(PY) -m janus.ops.build
+	touch $(OPS_STAMP)
+
+test: ops test-keras3 test-legacy-keras
+
+test-keras3: ops
+	$(PY) -m pytest -q tests
+
+# The Keras flavour is fixed at import: the Keras-dependent tests run again under Keras 2.
+test-legacy-keras: ops
+	TF_USE_LEGACY_KERAS=1 $(PY) -m pytest -q -m keras tests
+
+demo: ops
+	$(PY) examples/demo.py
+
+bench: ops
+	$(PY) -m benchmarks
+
+bench-quick: ops
+	$(PY) -m benchmarks --quick
+
+lint: setup
+	$(VENV)/bin/ruff format --check janus tests benchmarks examples
+	$(VENV)/bin/ruff check janus tests benchmarks examples
+
+clean:
+	rm -rf $(VENV) build *.egg-info

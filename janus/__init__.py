@@ -1,0 +1,57 @@
+"""janus: speculative graph generation for imperative TensorFlow 2 programs.
+
+    import janus
+
+    @janus.jit
+    def train_step(x, y): ...
+
+The first calls run imperatively under a profiler; then janus builds a TensorFlow
+graph specialised on what it saw, guarded by runtime checks, and falls back to eager
+execution (and relaxes its assumptions) whenever a check fails. Results never differ
+from eager execution.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from janus.config import Config, config
+from janus.explain import explain
+from janus.jit import BoundJit, JitFunction, all_functions, resolve
+
+__all__ = ["Config", "config", "explain", "jit", "reset", "stats"]
+
+logging.getLogger("janus").setLevel(config.log_level.upper())
+if not logging.getLogger("janus").handlers:
+    _handler = logging.StreamHandler()
+    _handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    logging.getLogger("janus").addHandler(_handler)
+
+
+def jit(fn: Callable | None = None, *, profile_calls: int | None = None):
+    """Serves calls of ``fn`` from speculatively generated TensorFlow graphs.
+
+    Usable as ``@janus.jit``, ``@janus.jit(profile_calls=5)`` or ``janus.jit(f)``; on
+    plain functions and on methods (each instance gets its own specialisation).
+    """
+    if fn is None:
+        return lambda f: JitFunction(f, profile_calls=profile_calls)
+    if isinstance(fn, (JitFunction, BoundJit)):
+        return fn
+    return JitFunction(fn, profile_calls=profile_calls)
+
+
+def stats(fn: object) -> dict[str, float]:
+    """Counters of a jitted function (or a bound method of one).
+
+    Keys include ``calls``, ``graph_calls``, ``imperative_calls``, ``fallbacks``,
+    ``graphs_built`` and ``assumption_failures``.
+    """
+    return resolve(fn).stats.as_dict()
+
+
+def reset() -> None:
+    """Forgets every profile, graph and counter; functions start profiling again."""
+    for jf in all_functions():
+        jf.reset()

@@ -1,0 +1,50 @@
+"""``janus.config``: the knobs of the JIT, readable and writable at run time."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+
+
+@dataclasses.dataclass
+class Config:
+    """Process-wide janus settings.
+
+    Attributes:
+        profile_calls: calls run imperatively under the profiler before a graph is built
+            (the paper's default is 3).
+        max_failures: failures of one assumption before janus stops speculating on it.
+        max_graphs: graphs kept per function; past it the function runs imperatively.
+        small_tensor_elements: tensors with at most this many elements whose value stayed
+            constant while profiling are specialised to constants (checked by a JanusAssert).
+        log_level: level of the ``janus`` logger ("warning", "info", "debug").
+        dump_dir: when set, generated code (``ast.unparse``) and graphs are written here.
+        disabled: every jit is a pass-through (``JANUS_DISABLE=1``).
+    """
+
+    profile_calls: int = 3
+    max_failures: int = 2
+    max_graphs: int = 8
+    small_tensor_elements: int = 16
+    log_level: str = "warning"
+    dump_dir: str | None = None
+    disabled: bool = False
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name not in {f.name for f in dataclasses.fields(self)}:
+            raise AttributeError(f"janus.config has no setting {name!r}")
+        super().__setattr__(name, value)
+        if name == "log_level":
+            logging.getLogger("janus").setLevel(str(value).upper())
+
+
+def _from_environment() -> Config:
+    cfg = Config()
+    cfg.disabled = os.environ.get("JANUS_DISABLE", "") not in ("", "0")
+    cfg.log_level = os.environ.get("JANUS_LOG", "warning")
+    cfg.dump_dir = os.environ.get("JANUS_DUMP_DIR") or None
+    return cfg
+
+
+config = _from_environment()

@@ -1,0 +1,1 @@
+"""Executor: the graph cache, guard checks, graph calls and the imperative fallback."""

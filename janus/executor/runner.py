@@ -1,0 +1,55 @@
+"""Calling a generated graph: a lean path straight into the runtime, and TF's path under a tape.
+
+With no gradient tape watching, the graph's function is executed like a single op
+(``TFE_Py_Execute`` with the function's name), skipping ``ConcreteFunction.__call__``'s
+argument canonicalisation. When a tape could record, the ConcreteFunction's own
+``_call_flat`` is used so gradients flow through the call exactly as for tf.function.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+from tensorflow.python import pywrap_tfe
+from tensorflow.python.eager import context, record
+
+from janus.graphgen.generate import GeneratedGraph
+from janus.ops import failed_assumption_id
+
+
+class AssumptionFailed(Exception):
+    """A JanusAssert in the graph failed: nothing was committed; re-run imperatively."""
+
+    def __init__(self, assumption_id: int) -> None:
+        super().__init__(f"assumption {assumption_id} failed")
+        self.assumption_id = assumption_id
+
+
+class GraphRunner:
+    __slots__ = ("graph", "_name", "_attrs", "_num_inputs", "_num_outputs", "_pack", "_concrete")
+
+    def __init__(self, graph: GeneratedGraph) -> None:
+        self.graph = graph
+        self._name = graph.function_name
+        ctx = context.context()
+        attrs = ctx.function_call_options.as_attrs()
+        self._attrs = tuple(item for pair in attrs.items() for item in pair)
+        self._num_inputs = graph.num_inputs
+        self._num_outputs = graph.num_outputs
+        self._pack = graph.pack
+        self._concrete = graph.concrete
+
+    def __call__(self, flat: list) -> object:
+        try:
+            if record.could_possibly_record():
+                outputs = self._concrete._call_flat(flat[: self._num_inputs], flat[self._num_inputs :])
+            else:
+                ctx = context.context()
+                outputs = pywrap_tfe.TFE_Py_Execute(
+                    ctx._handle, None, self._name, flat, self._attrs, self._num_outputs
+                )
+        except tf.errors.OpError as err:
+            assumption = failed_assumption_id(err)
+            if assumption is not None:
+                raise AssumptionFailed(assumption) from None
+            raise
+        return self._pack(outputs)

@@ -1,0 +1,42 @@
+"""``janus.explain``: a readable report of what janus did with a function, and why."""
+
+from __future__ import annotations
+
+from janus.jit import JitFunction, all_functions, resolve
+
+
+def explain(fn: object = None) -> str:
+    """Reports cache entries with their assumptions, failures seen, and imperative reasons.
+
+    With no argument, reports on every function janus has touched.
+    """
+    targets = [resolve(fn)] if fn is not None else sorted(all_functions(), key=lambda f: f.fn.__qualname__)
+    return "\n\n".join(_explain_one(jf) for jf in targets) or "janus has not converted any function yet."
+
+
+def _explain_one(jf: JitFunction) -> str:
+    code = jf.fn.__code__
+    s = jf.stats
+    lines = [
+        f"janus.jit {jf.fn.__qualname__} ({code.co_filename}:{code.co_firstlineno})",
+        f"  calls={s.calls} graph_calls={s.graph_calls} imperative_calls={s.imperative_calls} "
+        f"profiled_calls={s.profiled_calls} fallbacks={s.fallbacks} graphs_built={s.graphs_built} "
+        f"assumption_failures={s.assumption_failures} build_seconds={s.build_seconds:.3f}",
+    ]
+    if jf.imperative_reason:
+        lines.append(f"  runs imperatively: {jf.imperative_reason}")
+    for n, runner in enumerate(jf.cache.entries):
+        graph = runner.graph
+        lines.append(
+            f"  graph {n}: {graph.function_name} ({graph.num_inputs} inputs, {graph.num_outputs} outputs, "
+            f"{graph.state_writes} state updates, built in {graph.build_seconds:.3f}s)"
+        )
+        for guard in graph.guards.guards:
+            lines.append(f"    guard      {guard.description}  [{guard.location}]")
+        for assumption in graph.assumptions.values():
+            lines.append(f"    JanusAssert #{assumption.id} {assumption.description}  [{assumption.location}]")
+    if jf.failure_log:
+        lines.append("  failures seen:")
+        for key, what in jf.failure_log[-20:]:
+            lines.append(f"    {what}  (count {jf.failures[key]})")
+    return "\n".join(lines)

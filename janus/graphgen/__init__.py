@@ -1,0 +1,1 @@
+"""Graph generator: converts a function's AST into a specialised TensorFlow graph."""

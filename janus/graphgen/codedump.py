@@ -1,0 +1,67 @@
+"""The residual program: the straight-line code a graph was generated from, for dumps.
+
+While the interpreter converts a function it records every operation it emitted on
+symbolic values and every assertion it planted. ``render`` prints that as Python
+(``ast.unparse``), which is what ``config.dump_dir`` and ``janus.explain`` show.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from janus.graphgen.values import is_symbolic
+
+
+class CodeRecorder:
+    def __init__(self, name: str, params: list[str]) -> None:
+        self.name = name
+        self.params = params
+        self.body: list[ast.stmt] = []
+        self._names: dict[int, str] = {}
+        self._keep: list[object] = []  # keeps recorded values alive so ids stay unique
+
+    def bind(self, value: object, name: str) -> None:
+        self._names[id(value)] = name
+        self._keep.append(value)
+
+    def _expr(self, value: object) -> ast.expr:
+        name = self._names.get(id(value))
+        if name is not None:
+            return ast.Name(name, ast.Load())
+        if isinstance(value, (list, tuple)) and len(value) <= 16:
+            elts = [self._expr(v) for v in value]
+            return ast.List(elts, ast.Load()) if isinstance(value, list) else ast.Tuple(elts, ast.Load())
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return ast.Constant(value)
+        label = getattr(value, "__qualname__", None) or getattr(value, "name", None) or type(value).__name__
+        return ast.Name(f"<{label}>", ast.Load())
+
+    def _result(self, result: object) -> ast.expr:
+        if is_symbolic(result):
+            name = f"t{len(self._names)}"
+            self.bind(result, name)
+            return ast.Name(name, ast.Store())
+        if isinstance(result, (list, tuple)) and any(is_symbolic(r) for r in result):
+            return ast.Tuple([self._result(r) for r in result], ast.Store())
+        return ast.Name("_", ast.Store())
+
+    def call(self, label: str, args: tuple, kwargs: dict, result: object) -> None:
+        call = ast.Call(
+            ast.Name(label, ast.Load()),
+            [self._expr(a) for a in args],
+            [ast.keyword(k, self._expr(v)) for k, v in kwargs.items()],
+        )
+        self.body.append(ast.Assign([self._result(result)], call, lineno=0))
+
+    def comment(self, text: str) -> None:
+        self.body.append(ast.Expr(ast.Constant(text)))
+
+    def returns(self, outputs: list) -> None:
+        self.body.append(ast.Return(ast.List([self._expr(o) for o in outputs], ast.Load())))
+
+    def render(self) -> str:
+        args = ast.arguments(
+            posonlyargs=[], args=[ast.arg(p) for p in self.params], kwonlyargs=[], kw_defaults=[], defaults=[]
+        )
+        fn = ast.FunctionDef(name=self.name, args=args, body=self.body or [ast.Pass()], decorator_list=[])
+        return ast.unparse(ast.fix_missing_locations(ast.Module([fn], [])))

@@ -1,0 +1,249 @@
+"""State of one graph generation: guards, in-graph assumptions, heap reads and the code dump.
+
+The interpreter asks this object every time it specialises on something: reading
+the heap (globals, closures, attributes) adds a guard; a speculated tensor decision
+adds a ``JanusAssert``. The executor later counts failures per assumption *key*
+(stable across regenerations) to decide what to stop speculating on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import itertools
+import types
+from collections.abc import Callable
+
+import gast
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.framework.ops import EagerTensor
+
+from janus.executor.guards import GuardBuilder
+from janus.graphgen.codedump import CodeRecorder
+from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConvertible
+from janus.graphgen.source import location
+from janus.graphgen.values import is_plain, is_symbolic, is_user_object
+from janus.library import is_library_class, is_library_code, is_library_object
+from janus.ops import janus_assert
+from janus.profiler.profile import Profile
+
+_assumption_ids = itertools.count(1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Assumption:
+    """A speculation checked inside the graph by a JanusAssert."""
+
+    id: int
+    key: str
+    description: str
+    location: str
+
+
+class GenerationContext:
+    def __init__(self, profile: Profile, code_name: str, params: list[str]) -> None:
+        self.profile = profile
+        self.guards = GuardBuilder()
+        self.assumptions: dict[int, Assumption] = {}
+        self.assert_ops: list[tf.Operation] = []
+        self.heap_tensors: dict[int, str] = {}  # id(eager tensor) -> path expression
+        self._heap_containers: set[int] = set()
+        self._paths: dict[int, str] = {}  # id(guarded object) -> a path that re-reads it
+        self._keep: list[object] = []
+        self.code = CodeRecorder(code_name, params)
+
+    # ------------------------------------------------------------- guards and constants
+    def const(self, obj: object) -> str:
+        return self.guards.const(obj)
+
+    def guard(self, key: str, expr: str, description: str, loc: str) -> None:
+        self.guards.add(key, expr, description, loc)
+
+    def read_heap(self, value: object, path: str, what: str, loc: str) -> object:
+        """Specialises on a value read from ``path`` (re-read and checked before every call)."""
+        key = f"{what}@{loc}"
+        if isinstance(value, EagerTensor):
+            other = self.heap_tensors.get(id(value))
+            if other is not None and other != path:
+                self.guard(key, f"{path} is {other}", f"{what} aliases {other}", loc)
+                return value
+            self.heap_tensors[id(value)] = path
+            self._keep.append(value)
+            self.guard(key, tensor_guard(path, value.dtype, tuple(value.shape), self.guards.temp()), what, loc)
+            return value
+        if is_plain(value) and type(value) not in (list, dict, set):
+            if type(value) is tuple:
+                self.guard(key, f"{path} == {self.const(value)}", f"{what} == {value!r}", loc)
+            else:
+                self.guard(key, scalar_guard(path, value, self.const), f"{what} == {value!r}", loc)
+            return value
+        self.guard(key, f"{path} is {self.const(value)}", f"{what} is {_describe(value)}", loc)
+        self._paths.setdefault(id(value), path)
+        if type(value) is list:
+            self.guard(key, f"len({path}) == {len(value)}", f"len({what}) == {len(value)}", loc)
+            snapshot = [self.read_heap(v, f"{path}[{i}]", f"{what}[{i}]", loc) for i, v in enumerate(value)]
+            return self.mark_heap_container(snapshot)
+        if type(value) is dict:
+            keys = tuple(value)
+            if not all(is_plain(k) for k in keys):
+                raise NotConvertible(f"{what} is a dict with non-constant keys", loc)
+            self.guard(key, f"tuple({path}) == {self.const(keys)}", f"keys of {what}", loc)
+            snapshot = {k: self.read_heap(value[k], f"{path}[{k!r}]", f"{what}[{k!r}]", loc) for k in keys}
+            return self.mark_heap_container(snapshot)
+        if type(value) is set:
+            raise NotConvertible(f"{what} is a set read from the heap", loc)
+        return value
+
+    def mark_heap_container(self, snapshot: object) -> object:
+        self._heap_containers.add(id(snapshot))
+        self._keep.append(snapshot)
+        return snapshot
+
+    def check_local_mutation(self, container: object, loc: str, method: str = "") -> None:
+        if id(container) in self._heap_containers and method not in _READ_ONLY_METHODS:
+            raise NotConvertible("mutation of a list or dict that lives on the heap", loc)
+
+    def check_library_argument(self, value: object, loc: str) -> None:
+        """Library calls must not be handed user code they could run while generating."""
+        if isinstance(value, (list, tuple)):
+            for item in value:
+                self.check_library_argument(item, loc)
+            return
+        if isinstance(value, dict):
+            for item in value.values():
+                self.check_library_argument(item, loc)
+            return
+        if callable(value) and is_user_object(value):
+            raise NotConvertible(f"user code {_describe(value)} passed to a library call", loc)
+
+    # ------------------------------------------------------------- attributes
+    def read_attribute(self, base: object, attr: str, loc: str) -> object:
+        if is_symbolic(base):
+            if attr == "numpy":
+                raise NotConvertible("Tensor.numpy() needs a concrete value", loc)
+            if attr == "shape" and not base.shape.is_fully_defined():
+                raise NeedsStaticShape("code reads the shape of a tensor whose shape was relaxed", loc)
+            return getattr(base, attr)
+        path = self._paths.get(id(base))
+        if isinstance(base, types.ModuleType):
+            value = getattr(base, attr)
+            if is_library_object(base) or path is None:
+                return value
+            return self.read_heap(value, f"{path}.{attr}", f"attribute {attr}", loc)
+        cls = base if isinstance(base, type) else type(base)
+        if is_library_class(cls) or is_plain(base):
+            value = getattr(base, attr)
+            instance_dict = getattr(base, "__dict__", None)
+            if path and isinstance(instance_dict, dict) and attr in instance_dict and is_plain(value):
+                return self.read_heap(value, f"{path}.{attr}", f"attribute {attr}", loc)
+            return value
+        return self._read_user_attribute(base, cls, attr, path, loc)
+
+    def _read_user_attribute(self, base: object, cls: type, attr: str, path: str | None, loc: str) -> object:
+        for hook in ("__getattr__", "__getattribute__"):
+            impl = getattr(cls, hook, None)
+            func = getattr(impl, "__func__", impl)
+            if isinstance(func, types.FunctionType) and not is_library_code(func.__code__):
+                raise NotConvertible(f"{cls.__name__} defines {hook}", loc)
+        class_attr = inspect.getattr_static(cls, attr, _MISSING) if not isinstance(base, type) else _MISSING
+        is_data_descriptor = hasattr(type(class_attr), "__set__") or hasattr(type(class_attr), "__delete__")
+        if is_data_descriptor:
+            getter = getattr(class_attr, "fget", None)
+            if getter is None and isinstance(class_attr, types.MemberDescriptorType):
+                value = getattr(base, attr)
+                return self._heap_or_value(value, path, attr, loc)
+            if getter is not None and is_library_code(getattr(getter, "__code__", None) or _LIB_CODE):
+                return getattr(base, attr)
+            raise NotConvertible(f"property {cls.__name__}.{attr} runs user code", loc)
+        instance_dict = getattr(base, "__dict__", None)
+        if isinstance(instance_dict, dict) and attr in instance_dict:
+            return self._heap_or_value(instance_dict[attr], path, attr, loc)
+        value = getattr(base, attr)
+        if isinstance(class_attr, types.FunctionType) and path is not None and isinstance(instance_dict, dict):
+            self.guard(f"attribute {attr}@{loc}", f"{attr!r} not in {path}.__dict__", f"{attr} is a method", loc)
+            return value
+        if isinstance(value, types.MethodType):
+            return value
+        return self._heap_or_value(value, path, attr, loc)
+
+    def _heap_or_value(self, value: object, path: str | None, attr: str, loc: str) -> object:
+        if path is None:
+            raise NotConvertible(f"attribute {attr} of an object janus cannot re-read", loc)
+        return self.read_heap(value, f"{path}.{attr}", f"attribute {attr}", loc)
+
+    # ------------------------------------------------------------- in-graph speculation
+    def profiled_branch(self, code: types.CodeType, node: gast.AST, body: list, orelse: list | None) -> bool | None:
+        """Which side of a branch every profiled execution took, or None if mixed/unknown."""
+        header = self.profile.hits(code, node.lineno)
+        first_body = body[0].lineno if body else None
+        if header == 0 or first_body is None or first_body == node.lineno:
+            return None
+        taken = self.profile.hits(code, first_body)
+        if taken == header:
+            return True
+        if taken == 0:
+            return False
+        return None
+
+    def speculate(self, value: tf.Tensor, expected: bool, code: types.CodeType, node: gast.AST, what: str) -> None:
+        loc = location(code, node)
+        key = f"{what}@{loc}"
+        assumption = Assumption(next(_assumption_ids), key, what, loc)
+        self.assumptions[assumption.id] = assumption
+        with tf.name_scope("janus_assert"):
+            condition = tf.cast(tf.reshape(value, []), tf.bool)
+            if not expected:
+                condition = tf.logical_not(condition)
+            self.assert_ops.append(janus_assert(condition, assumption.id))
+        self.code.call("janus_assert", (condition, assumption.id), {}, None)
+
+    def assert_constant(self, tensor: tf.Tensor, value: np.ndarray, key: str, what: str, loc: str) -> tf.Tensor:
+        """Speculates that ``tensor`` equals ``value``; returns the constant to build on."""
+        assumption = Assumption(next(_assumption_ids), key, what, loc)
+        self.assumptions[assumption.id] = assumption
+        constant = tf.constant(value, dtype=tensor.dtype)
+        with tf.name_scope("janus_assert"):
+            equal = tf.reduce_all(tf.equal(tensor, constant))
+            self.assert_ops.append(janus_assert(equal, assumption.id))
+        self.code.call("janus_assert_equal", (tensor, value.tolist(), assumption.id), {}, None)
+        self.code.bind(constant, f"const_{assumption.id}")
+        return constant
+
+    # ------------------------------------------------------------- library calls
+    def record_call(self, label: str, fn: Callable, args: tuple, kwargs: dict, loc: str) -> object:
+        try:
+            result = fn(*args, **kwargs)
+        except (NotConvertible, GenerationError):
+            raise
+        except Exception as err:
+            raise GenerationError(f"{label}() failed while building the graph: {type(err).__name__}: {err}", loc) from err
+        if is_symbolic(result) or isinstance(result, (list, tuple)) and any(is_symbolic(r) for r in result):
+            self.code.call(label, args, kwargs, result)
+        return result
+
+
+def tensor_guard(path: str, dtype: tf.DType, shape: tuple | None, temp: str) -> str:
+    check = f"type({path}) is EagerTensor and {path}._datatype_enum() == {dtype.as_datatype_enum}"
+    if shape is None:
+        return check
+    if all(d is not None for d in shape):
+        return f"{check} and {path}._shape_tuple() == {tuple(shape)!r}"
+    dims = " and ".join(f"{temp}[{i}] == {d}" for i, d in enumerate(shape) if d is not None)
+    return f"{check} and len({temp} := {path}._shape_tuple()) == {len(shape)}" + (f" and {dims}" if dims else "")
+
+
+def scalar_guard(path: str, value: object, const: Callable[[object], str]) -> str:
+    if value is None or value is Ellipsis:
+        return f"{path} is {const(value)}"
+    return f"type({path}) is {const(type(value))} and {path} == {value!r}"
+
+
+def _describe(value: object) -> str:
+    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    return name or f"<{type(value).__name__} object>"
+
+
+_MISSING = object()
+_LIB_CODE = tf.constant.__code__ if hasattr(tf.constant, "__code__") else None
+_READ_ONLY_METHODS = frozenset({"copy", "count", "index", "get", "keys", "values", "items", "__getitem__", "__contains__", "__len__"})

@@ -1,0 +1,24 @@
+"""Why a function (or one graph of it) could not be generated."""
+
+from __future__ import annotations
+
+
+class NotConvertible(Exception):
+    """A construct janus does not convert: the function runs imperatively, for this reason."""
+
+    def __init__(self, reason: str, location: str = "") -> None:
+        super().__init__(f"{reason} ({location})" if location else reason)
+        self.reason = reason
+        self.location = location
+
+
+class NeedsStaticShape(NotConvertible):
+    """The code inspects a dimension that a relaxed shape made unknown; retry with exact shapes."""
+
+
+class GenerationError(Exception):
+    """A library call or janus itself failed while building the graph."""
+
+    def __init__(self, message: str, location: str = "") -> None:
+        super().__init__(f"{message} ({location})" if location else message)
+        self.location = location

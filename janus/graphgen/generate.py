@@ -1,0 +1,195 @@
+"""Builds one specialised graph for a jitted function: specs + profile → ConcreteFunction.
+
+The user function is converted by the ``Interpreter`` inside a ``tf.function`` trace of
+janus's own driver (``autograph=False``), so TensorFlow's machinery handles captures,
+automatic control dependencies and gradients, while the user's code itself never runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import types
+from collections.abc import Callable
+
+import tensorflow as tf
+from tensorflow.python.framework.ops import EagerTensor
+
+from janus.executor.guards import GuardBuilder
+from janus.graphgen.context import Assumption, GenerationContext, scalar_guard, tensor_guard
+from janus.graphgen.errors import NotConvertible
+from janus.graphgen.interpreter import Interpreter
+from janus.graphgen.source import location
+from janus.graphgen.specs import ArgSpec, ConstArg, ObjectArg, SeqArg, TensorArg
+from janus.graphgen.values import is_symbolic
+from janus.profiler.profile import Profile
+
+# Stateful ops that only read state: they may run before an assumption is checked.
+_STATE_READS = frozenset(
+    {"ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VariableShape", "VarIsInitializedOp", "JanusAssert"}
+)
+
+
+@dataclasses.dataclass
+class GeneratedGraph:
+    """A specialised graph plus everything needed to call it and to explain it."""
+
+    concrete: object  # ConcreteFunction
+    function_name: str
+    prepare: Callable[..., list | None]  # guards + flat inputs, compiled
+    num_inputs: int
+    num_outputs: int
+    pack: Callable[[list], object]
+    assumptions: dict[int, Assumption]
+    guards: GuardBuilder
+    specs: list[ArgSpec]
+    code: str
+    state_writes: int
+    build_seconds: float
+
+
+def generate(func: types.FunctionType, params: list[str], specs: list[ArgSpec], profile: Profile) -> GeneratedGraph:
+    started = time.perf_counter()
+    ctx = GenerationContext(profile, f"{func.__name__}__janus", [f"a{i}" for i in range(len(params))])
+    loc = location(func.__code__)
+    signature: list[tf.TensorSpec] = []
+    flat_inputs: list[str] = []
+    for i, spec in enumerate(specs):
+        _add_input_guards(ctx, spec, f"a{i}", f"argument {params[i]}", loc, signature, flat_inputs)
+
+    template: list = []
+
+    def driver(*placeholders: tf.Tensor) -> list[tf.Tensor]:
+        feed = iter(placeholders)
+        arguments = {
+            name: _argument_value(ctx, spec, f"a{i}", f"argument {name}", loc, feed)
+            for i, (name, spec) in enumerate(zip(params, specs))
+        }
+        for i, ph in enumerate(placeholders):
+            ctx.code.bind(ph, flat_inputs[i])
+        result = Interpreter(ctx).run(func, arguments)
+        outputs: list[tf.Tensor] = []
+        template.append(_flatten_result(result, outputs, loc))
+        _order_state_writes(tf.compat.v1.get_default_graph(), ctx.assert_ops)
+        ctx.code.returns(outputs)
+        return outputs
+
+    concrete = tf.function(driver, input_signature=signature, autograph=False).get_concrete_function()
+    heap_paths = ctx.heap_tensors
+    captures = []
+    for captured in concrete.captured_inputs:
+        path = heap_paths.get(id(captured))
+        captures.append(path if path is not None else ctx.const(captured))
+    prepare = ctx.guards.compile(len(params), flat_inputs + captures)
+    writes = sum(1 for op in concrete.graph.get_operations() if _is_state_write(op))
+    return GeneratedGraph(
+        concrete=concrete,
+        function_name=concrete._inference_function.name.decode() if isinstance(concrete._inference_function.name, bytes) else concrete._inference_function.name,  # noqa: E501
+        prepare=prepare,
+        num_inputs=len(flat_inputs),
+        num_outputs=len(concrete.outputs),
+        pack=_packer(template[0]),
+        assumptions=dict(ctx.assumptions),
+        guards=ctx.guards,
+        specs=list(specs),
+        code=ctx.code.render(),
+        state_writes=writes,
+        build_seconds=time.perf_counter() - started,
+    )
+
+
+# ------------------------------------------------------------------ arguments
+def _add_input_guards(
+    ctx: GenerationContext, spec: ArgSpec, path: str, what: str, loc: str, signature: list, flat: list
+) -> None:
+    key = f"{what}@{loc}"
+    if isinstance(spec, TensorArg):
+        ctx.guard(f"{key}:shape", tensor_guard(path, spec.dtype, spec.shape, ctx.guards.temp()), what, loc)
+        signature.append(tf.TensorSpec(spec.shape, spec.dtype))
+        flat.append(path)
+    elif isinstance(spec, ConstArg):
+        ctx.guard(f"{key}:value", scalar_guard(path, spec.value, ctx.const), f"{what} == {spec.value!r}", loc)
+    elif isinstance(spec, SeqArg):
+        kind = ctx.const(spec.type)
+        ctx.guard(f"{key}:type", f"type({path}) is {kind} and len({path}) == {len(spec.items)}", what, loc)
+        for j, item in enumerate(spec.items):
+            _add_input_guards(ctx, item, f"{path}[{j}]", f"{what}[{j}]", loc, signature, flat)
+
+
+def _argument_value(ctx: GenerationContext, spec: ArgSpec, path: str, what: str, loc: str, feed) -> object:
+    if isinstance(spec, TensorArg):
+        placeholder = next(feed)
+        if spec.value is not None:
+            return ctx.assert_constant(placeholder, spec.value, f"{what}@{loc}:value", f"{what} == constant", loc)
+        return placeholder
+    if isinstance(spec, ConstArg):
+        return spec.value
+    if isinstance(spec, SeqArg):
+        items = [_argument_value(ctx, s, f"{path}[{j}]", f"{what}[{j}]", loc, feed) for j, s in enumerate(spec.items)]
+        return ctx.mark_heap_container(items) if spec.type is list else spec.type(items)
+    assert isinstance(spec, ObjectArg)
+    return ctx.read_heap(spec.obj, path, what, loc)
+
+
+# ------------------------------------------------------------------ results
+def _flatten_result(value: object, outputs: list, loc: str) -> tuple:
+    if is_symbolic(value) or isinstance(value, EagerTensor):
+        outputs.append(value if is_symbolic(value) else tf.identity(value))
+        return ("out", len(outputs) - 1)
+    if type(value) in (list, tuple):
+        return (type(value).__name__, [_flatten_result(v, outputs, loc) for v in value])
+    if type(value) is dict:
+        return ("dict", [(k, _flatten_result(v, outputs, loc)) for k, v in value.items()])
+    if isinstance(value, (set, types.GeneratorType)) or type(value).__name__ in ("zip", "map", "filter", "enumerate"):
+        raise NotConvertible(f"returns a {type(value).__name__}, which would be shared across calls", loc)
+    if isinstance(value, tf.Tensor):
+        raise NotConvertible(f"returns an unsupported tensor type {type(value).__name__}", loc)
+    return ("const", value)
+
+
+def _packer(template: tuple) -> Callable[[list], object]:
+    if template[0] == "out":
+        index = template[1]
+        return lambda outs: outs[index]
+    if template[0] == "const":
+        value = template[1]
+        return lambda outs: value
+    return lambda outs: _pack(template, outs)
+
+
+def _pack(template: tuple, outs: list) -> object:
+    kind, body = template
+    if kind == "out":
+        return outs[body]
+    if kind == "const":
+        return body
+    if kind == "dict":
+        return {k: _pack(t, outs) for k, t in body}
+    items = [_pack(t, outs) for t in body]
+    return items if kind == "list" else tuple(items)
+
+
+# ------------------------------------------------------------------ state ordering
+def _is_state_write(op: tf.Operation) -> bool:
+    if op.type in _STATE_READS or not op._is_stateful:
+        return False
+    return op.type == "PrintV2" or any(t.dtype == tf.resource for t in op.inputs)
+
+
+def _order_state_writes(graph: tf.Graph, assert_ops: list[tf.Operation]) -> None:
+    """Makes every TF state update wait for every JanusAssert: all-or-nothing for variables."""
+    if not assert_ops:
+        return
+    ancestors: set[tf.Operation] = set()
+    pending = list(assert_ops)
+    while pending:
+        op = pending.pop()
+        for parent in [t.op for t in op.inputs] + list(op.control_inputs):
+            if parent not in ancestors:
+                ancestors.add(parent)
+                pending.append(parent)
+    for op in graph.get_operations():
+        if _is_state_write(op):
+            if op in ancestors:
+                raise NotConvertible(f"an assumption depends on the state update {op.type}")
+            op._add_control_inputs([a for a in assert_ops if a not in op.control_inputs])

@@ -1,0 +1,654 @@
+"""The converter: evaluates a user function's gast AST symbolically inside a FuncGraph.
+
+Each AST node is given its meaning here, never by running the user's code. Values
+known while generating (Python numbers, objects, modules) are folded; tensors are
+graph tensors. Only library callables (TensorFlow, Keras, a few builtins) are called,
+on symbolic tensors. User functions are inlined by converting their own AST.
+
+Every specialisation on runtime state adds a guard (checked before the call) or a
+JanusAssert (checked inside the graph), both through the ``GenerationContext``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import inspect
+import operator
+import types
+from collections.abc import Callable, Iterator
+
+import gast
+import tensorflow as tf
+from tensorflow.python.framework.ops import EagerTensor
+
+from janus.graphgen.context import GenerationContext
+from janus.graphgen.errors import NeedsStaticShape, NotConvertible
+from janus.graphgen.source import function_ast, location
+from janus.graphgen.values import is_plain, is_safe_operand, is_symbolic, is_user_object
+from janus.library import is_library_code, is_library_object, is_user_function
+
+MAX_INLINE_DEPTH = 64
+MAX_STATIC_ITERATIONS = 100_000
+
+_BINOPS: dict[type, Callable] = {
+    gast.Add: operator.add,
+    gast.Sub: operator.sub,
+    gast.Mult: operator.mul,
+    gast.Div: operator.truediv,
+    gast.FloorDiv: operator.floordiv,
+    gast.Mod: operator.mod,
+    gast.Pow: operator.pow,
+    gast.MatMult: operator.matmul,
+    gast.BitAnd: operator.and_,
+    gast.BitOr: operator.or_,
+    gast.BitXor: operator.xor,
+    gast.LShift: operator.lshift,
+    gast.RShift: operator.rshift,
+}
+_INPLACE: dict[type, Callable] = {
+    gast.Add: operator.iadd,
+    gast.Sub: operator.isub,
+    gast.Mult: operator.imul,
+    gast.Div: operator.itruediv,
+    gast.FloorDiv: operator.ifloordiv,
+    gast.Mod: operator.imod,
+    gast.Pow: operator.ipow,
+    gast.MatMult: operator.imatmul,
+    gast.BitAnd: operator.iand,
+    gast.BitOr: operator.ior,
+    gast.BitXor: operator.ixor,
+    gast.LShift: operator.ilshift,
+    gast.RShift: operator.irshift,
+}
+_UNARY: dict[type, Callable] = {
+    gast.USub: operator.neg,
+    gast.UAdd: operator.pos,
+    gast.Invert: operator.invert,
+}
+_COMPARE: dict[type, Callable] = {
+    gast.Eq: operator.eq,
+    gast.NotEq: operator.ne,
+    gast.Lt: operator.lt,
+    gast.LtE: operator.le,
+    gast.Gt: operator.gt,
+    gast.GtE: operator.ge,
+    gast.Is: operator.is_,
+    gast.IsNot: operator.is_not,
+    gast.In: lambda a, b: a in b,
+    gast.NotIn: lambda a, b: a not in b,
+}
+
+# Builtins the converter evaluates itself; anything else from builtins is not converted.
+_PURE_BUILTINS = frozenset(
+    {
+        abs, all, any, bool, dict, divmod, enumerate, float, frozenset, int, isinstance,
+        issubclass, len, list, max, min, range, reversed, round, set, slice, sorted, str,
+        sum, tuple, zip, type, hasattr, getattr, callable, repr, id, iter, next, map, filter,
+    }
+)  # fmt: skip
+# Builtins that may see symbolic tensors: they only use tensor operators or identity.
+_TENSOR_SAFE_BUILTINS = frozenset(
+    {abs, all, any, dict, enumerate, isinstance, len, list, tuple, sum, zip, reversed, iter, next, callable}
+)
+
+
+class _Return(Exception):
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+
+class _Break(Exception):
+    pass
+
+
+class _Continue(Exception):
+    pass
+
+
+@dataclasses.dataclass
+class Frame:
+    """One activation of converted user code."""
+
+    code: types.CodeType
+    func_globals: dict
+    cells: dict[str, types.CellType]
+    locals: dict[str, object]
+
+
+@dataclasses.dataclass(eq=False)
+class LocalFunction:
+    """A ``def`` or ``lambda`` evaluated inside converted code: callable by inlining."""
+
+    node: gast.AST
+    frame: Frame
+    defaults: list
+    kw_defaults: list
+
+
+class Interpreter:
+    def __init__(self, ctx: GenerationContext) -> None:
+        self.ctx = ctx
+        self.stack: list[types.CodeType] = []
+
+    # ----------------------------------------------------------------- entry points
+    def call_function(self, func: types.FunctionType, args: list, kwargs: dict) -> object:
+        """Converts a call of user function ``func`` (inlining its body)."""
+        try:
+            bound = inspect.signature(func).bind(*args, **kwargs)
+        except TypeError as err:
+            raise NotConvertible(f"call does not match signature: {err}", location(func.__code__)) from None
+        bound.apply_defaults()
+        return self.run(func, dict(bound.arguments))
+
+    def run(self, func: types.FunctionType, arguments: dict[str, object]) -> object:
+        """Converts the body of ``func`` with its parameters bound to ``arguments``."""
+        code = func.__code__
+        if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+            raise NotConvertible("generators and coroutines run imperatively", location(code))
+        if code in self.stack:
+            raise NotConvertible(f"recursive call of {func.__qualname__}", location(code))
+        if len(self.stack) >= MAX_INLINE_DEPTH:
+            raise NotConvertible("call chain too deep to inline", location(code))
+        node = function_ast(code)
+        cells = dict(zip(code.co_freevars, func.__closure__ or ()))
+        frame = Frame(code, func.__globals__, cells, dict(arguments))
+        return self._run_body(frame, node.body)
+
+    def _run_body(self, frame: Frame, body: list) -> object:
+        self.stack.append(frame.code)
+        try:
+            self.exec_block(frame, body)
+        except _Return as ret:
+            return ret.value
+        finally:
+            self.stack.pop()
+        return None
+
+    # ----------------------------------------------------------------- statements
+    def exec_block(self, frame: Frame, body: list) -> None:
+        for stmt in body:
+            self.exec_stmt(frame, stmt)
+
+    def exec_stmt(self, frame: Frame, node: gast.stmt) -> None:
+        method = getattr(self, f"_stmt_{type(node).__name__}", None)
+        if method is None:
+            raise NotConvertible(f"statement `{type(node).__name__}` is not converted", self.loc(frame, node))
+        method(frame, node)
+
+    def _stmt_Expr(self, frame: Frame, node: gast.Expr) -> None:
+        if isinstance(node.value, gast.Constant):
+            return  # docstring or bare literal
+        self.eval(frame, node.value)
+
+    def _stmt_Pass(self, frame: Frame, node: gast.Pass) -> None:
+        pass
+
+    def _stmt_Return(self, frame: Frame, node: gast.Return) -> None:
+        raise _Return(None if node.value is None else self.eval(frame, node.value))
+
+    def _stmt_Assign(self, frame: Frame, node: gast.Assign) -> None:
+        value = self.eval(frame, node.value)
+        for target in node.targets:
+            self.assign(frame, target, value)
+
+    def _stmt_AnnAssign(self, frame: Frame, node: gast.AnnAssign) -> None:
+        if node.value is not None:
+            self.assign(frame, node.target, self.eval(frame, node.value))
+
+    def _stmt_AugAssign(self, frame: Frame, node: gast.AugAssign) -> None:
+        if not isinstance(node.target, gast.Name):
+            raise NotConvertible("augmented assignment to an attribute or item", self.loc(frame, node))
+        current = self.eval(frame, gast.Name(node.target.id, gast.Load(), None, None))
+        value = self.eval(frame, node.value)
+        if not is_symbolic(current) and not is_plain(current) and type(current) in (list, dict, set):
+            self.ctx.check_local_mutation(current, self.loc(frame, node))
+        result = self.operate(frame, node, _INPLACE[type(node.op)], current, value)
+        self.assign(frame, node.target, result)
+
+    def _stmt_Delete(self, frame: Frame, node: gast.Delete) -> None:
+        for target in node.targets:
+            if not isinstance(target, gast.Name) or target.id not in frame.locals:
+                raise NotConvertible("`del` of something other than a local", self.loc(frame, node))
+            del frame.locals[target.id]
+
+    def _stmt_FunctionDef(self, frame: Frame, node: gast.FunctionDef) -> None:
+        if node.decorator_list:
+            raise NotConvertible("decorated local function", self.loc(frame, node))
+        frame.locals[node.name] = self._local_function(frame, node)
+
+    def _stmt_If(self, frame: Frame, node: gast.If) -> None:
+        taken = self.truth(frame, node, node.test, node.body, node.orelse)
+        self.exec_block(frame, node.body if taken else node.orelse)
+
+    def _stmt_For(self, frame: Frame, node: gast.For) -> None:
+        iterable = self.eval(frame, node.iter)
+        broke = False
+        for count, item in enumerate(self.iterate(frame, node, iterable)):
+            if count >= MAX_STATIC_ITERATIONS:
+                raise NotConvertible("loop too long to unroll", self.loc(frame, node))
+            self.assign(frame, node.target, item)
+            try:
+                self.exec_block(frame, node.body)
+            except _Break:
+                broke = True
+                break
+            except _Continue:
+                continue
+        if not broke:
+            self.exec_block(frame, node.orelse)
+
+    def _stmt_While(self, frame: Frame, node: gast.While) -> None:
+        count = 0
+        broke = False
+        while self.truth(frame, node, node.test, node.body, None):
+            count += 1
+            if count > MAX_STATIC_ITERATIONS:
+                raise NotConvertible("loop too long to unroll", self.loc(frame, node))
+            try:
+                self.exec_block(frame, node.body)
+            except _Break:
+                broke = True
+                break
+            except _Continue:
+                continue
+        if not broke:
+            self.exec_block(frame, node.orelse)
+
+    def _stmt_Break(self, frame: Frame, node: gast.Break) -> None:
+        raise _Break()
+
+    def _stmt_Continue(self, frame: Frame, node: gast.Continue) -> None:
+        raise _Continue()
+
+    def _stmt_Assert(self, frame: Frame, node: gast.Assert) -> None:
+        test = self.eval(frame, node.test)
+        if is_symbolic(test):
+            self.ctx.speculate(test, True, frame.code, node, "assert statement holds")
+        elif not self.static_truth(frame, node, test):
+            raise NotConvertible("assert statement fails while generating", self.loc(frame, node))
+
+    def _stmt_With(self, frame: Frame, node: gast.With) -> None:
+        managers = []
+        try:
+            for item in node.items:
+                manager = self.eval(frame, item.context_expr)
+                if not is_library_object(manager) or not hasattr(manager, "__enter__"):
+                    raise NotConvertible(
+                        f"context manager {type(manager).__name__} is not known to janus", self.loc(frame, node)
+                    )
+                entered = manager.__enter__()
+                managers.append(manager)
+                if item.optional_vars is not None:
+                    self.assign(frame, item.optional_vars, entered)
+            self.exec_block(frame, node.body)
+        except (_Return, _Break, _Continue):
+            for manager in reversed(managers):
+                manager.__exit__(None, None, None)
+            raise
+        except BaseException as exc:
+            for manager in reversed(managers):
+                manager.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        for manager in reversed(managers):
+            manager.__exit__(None, None, None)
+
+    # ----------------------------------------------------------------- assignment
+    def assign(self, frame: Frame, target: gast.expr, value: object) -> None:
+        if isinstance(target, gast.Name):
+            frame.locals[target.id] = value
+        elif isinstance(target, (gast.Tuple, gast.List)):
+            items = list(self.iterate(frame, target, value))
+            starred = [i for i, t in enumerate(target.elts) if isinstance(t, gast.Starred)]
+            if starred:
+                i = starred[0]
+                after = len(target.elts) - i - 1
+                if len(items) < len(target.elts) - 1:
+                    raise NotConvertible("not enough values to unpack", self.loc(frame, target))
+                parts = items[:i] + [items[i : len(items) - after]] + items[len(items) - after :]
+                elts = [t.value if isinstance(t, gast.Starred) else t for t in target.elts]
+            else:
+                if len(items) != len(target.elts):
+                    raise NotConvertible("unpacking count mismatch", self.loc(frame, target))
+                parts, elts = items, target.elts
+            for elt, part in zip(elts, parts):
+                self.assign(frame, elt, part)
+        elif isinstance(target, gast.Subscript):
+            container = self.eval(frame, target.value)
+            key = self.eval(frame, target.slice)
+            if type(container) not in (list, dict) or not is_plain(key):
+                raise NotConvertible("item assignment outside a local list or dict", self.loc(frame, target))
+            self.ctx.check_local_mutation(container, self.loc(frame, target))
+            container[key] = value
+        else:
+            raise NotConvertible(
+                f"assignment to {type(target).__name__} (heap mutation) is not converted yet",
+                self.loc(frame, target),
+            )
+
+    # ----------------------------------------------------------------- expressions
+    def eval(self, frame: Frame, node: gast.expr) -> object:
+        method = getattr(self, f"_expr_{type(node).__name__}", None)
+        if method is None:
+            raise NotConvertible(f"expression `{type(node).__name__}` is not converted", self.loc(frame, node))
+        return method(frame, node)
+
+    def _expr_Constant(self, frame: Frame, node: gast.Constant) -> object:
+        return node.value
+
+    def _expr_Name(self, frame: Frame, node: gast.Name) -> object:
+        name = node.id
+        if name in frame.locals:
+            return frame.locals[name]
+        if name in frame.code.co_varnames or name in frame.code.co_cellvars:
+            raise NotConvertible(f"local {name!r} may be read before assignment", self.loc(frame, node))
+        loc = self.loc(frame, node)
+        if name in frame.cells:
+            cell = frame.cells[name]
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                raise NotConvertible(f"free variable {name!r} is unbound", loc) from None
+            return self.ctx.read_heap(value, f"{self.ctx.const(cell)}.cell_contents", f"closure {name}", loc)
+        g = self.ctx.const(frame.func_globals)
+        if name in frame.func_globals:
+            value = frame.func_globals[name]
+            return self.ctx.read_heap(value, f"{g}[{name!r}]", f"global {name}", loc)
+        if hasattr(builtins, name):
+            self.ctx.guard(f"builtin {name}", f"{name!r} not in {g}", f"{name} is the builtin", loc)
+            return getattr(builtins, name)
+        raise NotConvertible(f"name {name!r} is not defined", loc)
+
+    def _expr_Attribute(self, frame: Frame, node: gast.Attribute) -> object:
+        base = self.eval(frame, node.value)
+        return self.ctx.read_attribute(base, node.attr, self.loc(frame, node))
+
+    def _expr_Subscript(self, frame: Frame, node: gast.Subscript) -> object:
+        base = self.eval(frame, node.value)
+        key = self.eval(frame, node.slice)
+        loc = self.loc(frame, node)
+        if is_symbolic(base) or isinstance(base, (tf.Variable, EagerTensor)):
+            if not is_safe_operand(key):
+                raise NotConvertible("tensor indexed by a user object", loc)
+            return self.ctx.record_call("getitem", operator.getitem, (base, key), {}, loc)
+        if is_symbolic(key):
+            raise NotConvertible("Python container indexed by a tensor", loc)
+        if is_user_object(base):
+            raise NotConvertible(f"subscript of user object {type(base).__name__}", loc)
+        return base[key]
+
+    def _expr_Slice(self, frame: Frame, node: gast.Slice) -> object:
+        parts = [None if p is None else self.eval(frame, p) for p in (node.lower, node.upper, node.step)]
+        return slice(*parts)
+
+    def _expr_Tuple(self, frame: Frame, node: gast.Tuple) -> object:
+        return tuple(self._elements(frame, node.elts))
+
+    def _expr_List(self, frame: Frame, node: gast.List) -> object:
+        return list(self._elements(frame, node.elts))
+
+    def _expr_Set(self, frame: Frame, node: gast.Set) -> object:
+        return set(self._elements(frame, node.elts))
+
+    def _expr_Dict(self, frame: Frame, node: gast.Dict) -> object:
+        result = {}
+        for key_node, value_node in zip(node.keys, node.values):
+            if key_node is None:
+                result.update(self.eval(frame, value_node))
+            else:
+                key = self.eval(frame, key_node)
+                if is_symbolic(key):
+                    raise NotConvertible("tensor used as a dict key", self.loc(frame, node))
+                result[key] = self.eval(frame, value_node)
+        return result
+
+    def _elements(self, frame: Frame, elts: list) -> Iterator[object]:
+        for elt in elts:
+            if isinstance(elt, gast.Starred):
+                yield from self.iterate(frame, elt, self.eval(frame, elt.value))
+            else:
+                yield self.eval(frame, elt)
+
+    def _expr_BinOp(self, frame: Frame, node: gast.BinOp) -> object:
+        left = self.eval(frame, node.left)
+        right = self.eval(frame, node.right)
+        return self.operate(frame, node, _BINOPS[type(node.op)], left, right)
+
+    def _expr_UnaryOp(self, frame: Frame, node: gast.UnaryOp) -> object:
+        operand = self.eval(frame, node.operand)
+        if isinstance(node.op, gast.Not):
+            if is_symbolic(operand):
+                raise NotConvertible("`not` on a tensor (dynamic control flow)", self.loc(frame, node))
+            return not self.static_truth(frame, node, operand)
+        return self.operate(frame, node, _UNARY[type(node.op)], operand)
+
+    def _expr_BoolOp(self, frame: Frame, node: gast.BoolOp) -> object:
+        is_and = isinstance(node.op, gast.And)
+        value = None
+        for operand_node in node.values:
+            value = self.eval(frame, operand_node)
+            if is_symbolic(value):
+                raise NotConvertible("`and`/`or` on a tensor (dynamic control flow)", self.loc(frame, node))
+            if self.static_truth(frame, node, value) != is_and:
+                return value
+        return value
+
+    def _expr_Compare(self, frame: Frame, node: gast.Compare) -> object:
+        left = self.eval(frame, node.left)
+        result = None
+        for i, (op, right_node) in enumerate(zip(node.ops, node.comparators)):
+            right = self.eval(frame, right_node)
+            if isinstance(op, (gast.Is, gast.IsNot)) and is_symbolic(left) and is_symbolic(right):
+                raise NotConvertible("identity comparison of two tensors", self.loc(frame, node))
+            if isinstance(op, (gast.In, gast.NotIn)) and (is_symbolic(left) or is_symbolic(right)):
+                raise NotConvertible("`in` with a tensor", self.loc(frame, node))
+            if isinstance(op, (gast.Is, gast.IsNot)):
+                result = _COMPARE[type(op)](left, right)
+            else:
+                result = self.operate(frame, node, _COMPARE[type(op)], left, right)
+            if i + 1 < len(node.ops):
+                if is_symbolic(result):
+                    raise NotConvertible("chained comparison of tensors", self.loc(frame, node))
+                if not result:
+                    return result
+            left = right
+        return result
+
+    def _expr_IfExp(self, frame: Frame, node: gast.IfExp) -> object:
+        test = self.eval(frame, node.test)
+        if is_symbolic(test):
+            raise NotConvertible("conditional expression on a tensor", self.loc(frame, node))
+        return self.eval(frame, node.body if self.static_truth(frame, node, test) else node.orelse)
+
+    def _expr_NamedExpr(self, frame: Frame, node: gast.NamedExpr) -> object:
+        value = self.eval(frame, node.value)
+        self.assign(frame, node.target, value)
+        return value
+
+    def _expr_Lambda(self, frame: Frame, node: gast.Lambda) -> object:
+        return self._local_function(frame, node)
+
+    def _expr_JoinedStr(self, frame: Frame, node: gast.JoinedStr) -> object:
+        parts = []
+        for value in node.values:
+            if isinstance(value, gast.Constant):
+                parts.append(value.value)
+                continue
+            item = self.eval(frame, value.value)
+            if not is_plain(item):
+                raise NotConvertible("f-string formats a non-constant value", self.loc(frame, node))
+            spec = self.eval(frame, value.format_spec) if value.format_spec is not None else ""
+            conv = {-1: None, 115: str, 114: repr, 97: ascii}[value.conversion]
+            parts.append(format(conv(item) if conv else item, spec))
+        return "".join(parts)
+
+    def _comprehension(self, frame: Frame, node: gast.AST, produce: Callable[[Frame], None]) -> None:
+        scope = Frame(frame.code, frame.func_globals, frame.cells, dict(frame.locals))
+
+        def loop(generators: list) -> None:
+            if not generators:
+                produce(scope)
+                return
+            gen = generators[0]
+            for item in self.iterate(scope, gen, self.eval(scope, gen.iter)):
+                self.assign(scope, gen.target, item)
+                if all(self.static_truth(scope, gen, self._static(scope, cond)) for cond in gen.ifs):
+                    loop(generators[1:])
+
+        loop(node.generators)
+
+    def _static(self, frame: Frame, node: gast.expr) -> object:
+        value = self.eval(frame, node)
+        if is_symbolic(value):
+            raise NotConvertible("comprehension condition on a tensor", self.loc(frame, node))
+        return value
+
+    def _expr_ListComp(self, frame: Frame, node: gast.ListComp) -> object:
+        out: list = []
+        self._comprehension(frame, node, lambda s: out.append(self.eval(s, node.elt)))
+        return out
+
+    def _expr_SetComp(self, frame: Frame, node: gast.SetComp) -> object:
+        out: set = set()
+        self._comprehension(frame, node, lambda s: out.add(self.eval(s, node.elt)))
+        return out
+
+    def _expr_GeneratorExp(self, frame: Frame, node: gast.GeneratorExp) -> object:
+        out: list = []
+        self._comprehension(frame, node, lambda s: out.append(self.eval(s, node.elt)))
+        return iter(out)
+
+    def _expr_DictComp(self, frame: Frame, node: gast.DictComp) -> object:
+        out: dict = {}
+        self._comprehension(frame, node, lambda s: out.__setitem__(self.eval(s, node.key), self.eval(s, node.value)))
+        return out
+
+    def _expr_Call(self, frame: Frame, node: gast.Call) -> object:
+        callee = self.eval(frame, node.func)
+        args = list(self._elements(frame, node.args))
+        kwargs = {}
+        for kw in node.keywords:
+            value = self.eval(frame, kw.value)
+            if kw.arg is None:
+                if not isinstance(value, dict):
+                    raise NotConvertible("** of a non-dict", self.loc(frame, node))
+                kwargs.update(value)
+            else:
+                kwargs[kw.arg] = value
+        return self.call(frame, node, callee, args, kwargs)
+
+    # ----------------------------------------------------------------- calls
+    def call(self, frame: Frame, node: gast.AST, callee: object, args: list, kwargs: dict) -> object:
+        loc = self.loc(frame, node)
+        if isinstance(callee, LocalFunction):
+            return self._call_local(callee, args, kwargs)
+        jitted = getattr(callee, "__janus_target__", None)
+        if jitted is not None:  # a janus.jit function called from converted code: inline it
+            callee = jitted
+        if is_user_function(callee):
+            if isinstance(callee, types.MethodType):
+                return self.call_function(callee.__func__, [callee.__self__, *args], kwargs)
+            return self.call_function(callee, args, kwargs)
+        if getattr(callee, "__self__", None) is builtins or (
+            isinstance(callee, type) and callee.__module__ == "builtins"
+        ):
+            return self._call_builtin(callee, args, kwargs, loc)
+        if isinstance(callee, types.BuiltinMethodType) and type(callee.__self__) in (list, dict, set):
+            self.ctx.check_local_mutation(callee.__self__, loc, callee.__name__)
+        if not is_library_object(callee):
+            kind = "class" if isinstance(callee, type) else type(callee).__name__
+            raise NotConvertible(f"call of user {kind} {getattr(callee, '__qualname__', '')}".rstrip(), loc)
+        for value in (*args, *kwargs.values()):
+            self.ctx.check_library_argument(value, loc)
+        label = getattr(callee, "__qualname__", None) or type(callee).__qualname__
+        return self.ctx.record_call(label, callee, tuple(args), kwargs, loc)
+
+    def _call_builtin(self, callee: Callable, args: list, kwargs: dict, loc: str) -> object:
+        if callee not in _PURE_BUILTINS:
+            raise NotConvertible(f"builtin {callee.__name__}() is not converted", loc)
+        values = (*args, *kwargs.values())
+        if any(is_user_object(v) and not isinstance(v, type) for v in values if not isinstance(v, LocalFunction)):
+            if callee not in (isinstance, issubclass, type, id, callable):
+                raise NotConvertible(f"{callee.__name__}() of a user object", loc)
+        if any(isinstance(v, LocalFunction) for v in values):
+            raise NotConvertible(f"{callee.__name__}() of a local function", loc)
+        if any(is_symbolic(v) for v in values) and callee not in _TENSOR_SAFE_BUILTINS:
+            raise NotConvertible(f"{callee.__name__}() of a tensor needs its value", loc)
+        if callee is len and args and is_symbolic(args[0]):
+            dim = args[0].shape[0] if args[0].shape.rank else None
+            if dim is None:
+                raise NeedsStaticShape("len() of a tensor with unknown first dimension", loc)
+        return callee(*args, **kwargs)
+
+    def _local_function(self, frame: Frame, node: gast.AST) -> LocalFunction:
+        defaults = [self.eval(frame, d) for d in node.args.defaults]
+        kw_defaults = [None if d is None else self.eval(frame, d) for d in node.args.kw_defaults]
+        return LocalFunction(node, frame, defaults, kw_defaults)
+
+    def _call_local(self, fn: LocalFunction, args: list, kwargs: dict) -> object:
+        spec = fn.node.args
+        if spec.posonlyargs or spec.kwonlyargs or spec.vararg or spec.kwarg or kwargs:
+            raise NotConvertible("local function with a complex signature", self.loc(fn.frame, fn.node))
+        names = [a.id for a in spec.args]
+        if not len(names) - len(fn.defaults) <= len(args) <= len(names):
+            raise NotConvertible("local function called with wrong arity", self.loc(fn.frame, fn.node))
+        values = list(args) + fn.defaults[len(args) - (len(names) - len(fn.defaults)) :]
+        scope = Frame(fn.frame.code, fn.frame.func_globals, fn.frame.cells, dict(fn.frame.locals))
+        scope.locals.update(zip(names, values))
+        if isinstance(fn.node, gast.Lambda):
+            return self.eval(scope, fn.node.body)
+        return self._run_body(scope, fn.node.body)
+
+    # ----------------------------------------------------------------- helpers
+    def operate(self, frame: Frame, node: gast.AST, op: Callable, *operands: object) -> object:
+        loc = self.loc(frame, node)
+        if all(is_plain(v) for v in operands):
+            return op(*operands)
+        if not all(is_safe_operand(v) for v in operands):
+            raise NotConvertible("operator on a user object", loc)
+        return self.ctx.record_call(op.__name__, op, operands, {}, loc)
+
+    def iterate(self, frame: Frame, node: gast.AST, value: object) -> Iterator[object]:
+        loc = self.loc(frame, node)
+        if is_symbolic(value):
+            if value.shape.rank is None or value.shape[0] is None:
+                raise NeedsStaticShape("iteration over a tensor with unknown first dimension", loc)
+            return iter(self.ctx.record_call("unstack", tf.unstack, (value,), {}, loc))
+        if isinstance(value, LocalFunction) or (is_user_object(value) and not isinstance(value, types.ModuleType)):
+            raise NotConvertible(f"iteration over user object {type(value).__name__}", loc)
+        if isinstance(value, (EagerTensor, tf.Variable)):
+            raise NotConvertible("iteration over an eager tensor read from the heap", loc)
+        return iter(value)
+
+    def static_truth(self, frame: Frame, node: gast.AST, value: object) -> bool:
+        if is_user_object(value) and (hasattr(value, "__bool__") or hasattr(value, "__len__")):
+            raise NotConvertible("truth value of a user object", self.loc(frame, node))
+        if isinstance(value, (EagerTensor, tf.Variable)):
+            raise NotConvertible("truth value of a tensor read from the heap", self.loc(frame, node))
+        return bool(value)
+
+    def truth(self, frame: Frame, node: gast.AST, test: gast.expr, body: list, orelse: list | None) -> bool:
+        """The branch an ``if``/``while`` test takes: folded if static, speculated if a tensor."""
+        value = self.eval(frame, test)
+        if not is_symbolic(value):
+            return self.static_truth(frame, node, value)
+        if isinstance(node, gast.While):
+            raise NotConvertible("`while` on a tensor condition (dynamic loop)", self.loc(frame, node))
+        taken = self.ctx.profiled_branch(frame.code, node, body, orelse)
+        if taken is None:
+            raise NotConvertible("branch on a tensor took both sides while profiling", self.loc(frame, node))
+        self.ctx.speculate(value, taken, frame.code, node, f"branch is {'taken' if taken else 'not taken'}")
+        return taken
+
+    def loc(self, frame: Frame, node: gast.AST) -> str:
+        return location(frame.code, node)
+
+
+def is_convertible_entry(func: object) -> str | None:
+    """Why ``func`` cannot be jitted at all, or None."""
+    target = getattr(func, "__func__", func)
+    if not isinstance(target, types.FunctionType):
+        return f"{type(func).__name__} objects are not Python functions"
+    if is_library_code(target.__code__):
+        return "library code is never converted"
+    return None

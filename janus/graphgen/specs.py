@@ -1,0 +1,86 @@
+"""Argument specialisations, derived from profiled observations and past failures.
+
+The hierarchy follows the paper's Fig. 4: a tensor is specialised on its value (small
+tensors only), then its exact shape, then a partially known shape, then unknown rank.
+Python scalars are specialised on their value; objects on their identity.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from janus.profiler.observe import ObjectObs, Observation, ScalarObs, SeqObs, TensorObs
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TensorArg:
+    dtype: tf.DType
+    shape: tuple[int | None, ...] | None
+    value: np.ndarray | None = None  # speculated constant value, checked by a JanusAssert
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ConstArg:
+    type: type
+    value: object
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ObjectArg:
+    obj: object
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SeqArg:
+    type: type
+    items: tuple
+
+
+ArgSpec = TensorArg | ConstArg | ObjectArg | SeqArg
+
+
+def merge_shapes(shapes: Sequence[tuple | None]) -> tuple | None:
+    """The most specific shape that admits every one of ``shapes``."""
+    if any(s is None for s in shapes) or len({len(s) for s in shapes}) != 1:
+        return None
+    return tuple(dims[0] if len(set(dims)) == 1 else None for dims in zip(*shapes))
+
+
+def derive(
+    observations: Sequence[Observation],
+    path: str,
+    failures: Callable[[str], int],
+    max_failures: int,
+    exact_shapes: bool = False,
+) -> ArgSpec:
+    """The specialisation of one argument, given every observation of it so far.
+
+    The newest observation always fits the result. ``failures(key)`` counts past
+    failures of an assumption key, so a value that keeps failing is not specialised again.
+    """
+    latest = observations[-1]
+    same_kind = [o for o in observations if type(o) is type(latest)]
+    if isinstance(latest, TensorObs):
+        alike = [o for o in same_kind if o.dtype == latest.dtype]
+        shape = latest.shape if exact_shapes else merge_shapes([o.shape for o in alike])
+        constant = (
+            latest.value is not None
+            and failures(f"{path}:value") == 0
+            and all(latest.same_value(o) for o in alike)
+        )
+        return TensorArg(latest.dtype, shape, latest.value if constant else None)
+    if isinstance(latest, ScalarObs):
+        return ConstArg(latest.type, latest.value)
+    if isinstance(latest, SeqObs):
+        same = [o for o in same_kind if o.type is latest.type and len(o.items) == len(latest.items)]
+        items = tuple(
+            derive([o.items[i] for o in same], f"{path}[{i}]", failures, max_failures, exact_shapes)
+            for i in range(len(latest.items))
+        )
+        return SeqArg(latest.type, items)
+    assert isinstance(latest, ObjectObs)
+    return ObjectArg(latest.obj)

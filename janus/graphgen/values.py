@@ -1,0 +1,50 @@
+"""How the generator classifies values: symbolic tensors, plain data, library and user objects."""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.framework.ops import EagerTensor
+
+from janus.library import is_library_class, is_library_object, is_user_function
+
+PLAIN_SCALARS = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis), slice)
+PLAIN_CONTAINERS = (tuple, list, dict, set, frozenset, range)
+
+
+def is_symbolic(value: object) -> bool:
+    """A graph tensor produced while generating (not an eager value)."""
+    return isinstance(value, tf.Tensor) and not isinstance(value, EagerTensor)
+
+
+def is_plain(value: object) -> bool:
+    """Data whose operators are Python's own: safe to fold while generating."""
+    if isinstance(value, PLAIN_SCALARS) or isinstance(value, np.generic):
+        return True
+    if type(value) in PLAIN_CONTAINERS:
+        items = value.items() if isinstance(value, dict) else value
+        if isinstance(value, dict):
+            return all(is_plain(k) and is_plain(v) for k, v in items)
+        return isinstance(value, range) or all(is_plain(v) for v in items)
+    return False
+
+
+def is_safe_operand(value: object) -> bool:
+    """A value whose operator methods are library code (never user code)."""
+    if is_symbolic(value) or is_plain(value):
+        return True
+    if type(value) in PLAIN_CONTAINERS:
+        items = value.values() if isinstance(value, dict) else value
+        return isinstance(value, range) or all(is_safe_operand(v) for v in items)
+    return is_library_class(type(value))
+
+
+def is_user_object(value: object) -> bool:
+    """An instance (or function) whose behaviour is user code."""
+    if is_user_function(value):
+        return True
+    if isinstance(value, (types.ModuleType, type)):
+        return not is_library_object(value)
+    return not is_library_class(type(value))

@@ -1,0 +1,261 @@
+"""``janus.jit``: the per-function driver of profile → assumptions → graph → cache → executor.
+
+A call goes through these stages:
+
+1. Profiling: the first ``profile_calls`` calls run imperatively under the tracer.
+2. Generation: specs are derived from the profile (and past failures) and a graph is built.
+3. Execution: the cache's compiled guards pick a graph; it runs; outputs are packed.
+4. Fallback: on a guard miss or a failed JanusAssert the call re-runs imperatively
+   (under the profiler, so the next graph is relaxed), the failure is counted against
+   its assumption, and a new graph is generated.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import inspect
+import logging
+import os
+import types
+import weakref
+
+import tensorflow as tf
+
+from janus.config import config
+from janus.executor.cache import GraphCache
+from janus.executor.runner import AssumptionFailed, GraphRunner
+from janus.executor.stats import Stats
+from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConvertible
+from janus.graphgen.generate import generate
+from janus.graphgen.interpreter import is_convertible_entry
+from janus.graphgen.source import location
+from janus.graphgen.specs import ArgSpec, ConstArg, SeqArg, derive
+from janus.profiler import Profile, observe, profiled_call
+
+log = logging.getLogger("janus")
+_registry: weakref.WeakSet[JitFunction] = weakref.WeakSet()
+
+
+class JitFunction:
+    """A function (or unbound method) whose calls janus serves from speculative graphs."""
+
+    def __init__(self, fn: types.FunctionType, profile_calls: int | None = None) -> None:
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.__janus_target__ = fn
+        self.profile_calls = profile_calls
+        self.signature = inspect.signature(fn)
+        self.params = list(self.signature.parameters)
+        self._positional_only_call = all(
+            p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in self.signature.parameters.values()
+        )
+        self.reset()
+        _registry.add(self)
+
+    def reset(self) -> None:
+        self.profile = Profile()
+        self.cache = GraphCache()
+        self.stats = Stats()
+        self.failures: collections.Counter[str] = collections.Counter()
+        self.failure_log: list[tuple[str, str]] = []  # (assumption key, what happened)
+        self.imperative_reason: str | None = is_convertible_entry(self.fn)
+        self._observations: list[list] = [[] for _ in self.params]
+        self._exact_shapes = False
+        self._stale = False
+
+    def __get__(self, instance: object, owner: type | None = None) -> object:
+        if instance is None:
+            return self
+        return BoundJit(self, instance)
+
+    def __repr__(self) -> str:
+        return f"<janus.jit {self.fn.__qualname__}>"
+
+    # ------------------------------------------------------------------ the call path
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        if config.disabled or not tf.executing_eagerly():
+            return self.fn(*args, **kwargs)
+        stats = self.stats
+        stats.calls += 1
+        if self.imperative_reason is not None:
+            stats.imperative_calls += 1
+            return self.fn(*args, **kwargs)
+        bound = self._bind(args, kwargs)
+        if bound is None:  # the call does not even bind: let Python raise its own error
+            stats.imperative_calls += 1
+            return self.fn(*args, **kwargs)
+        runner, flat = self.cache.lookup(bound)
+        if runner is not None:
+            try:
+                result = runner(flat)
+            except AssumptionFailed as failed:
+                return self._after_assertion_failure(runner, failed.assumption_id, bound, args, kwargs)
+            except tf.errors.OpError:
+                if runner.graph.state_writes:
+                    raise  # state may already be updated: re-running would apply it twice
+                stats.fallbacks += 1
+                return self._profiled(bound, args, kwargs)  # raises eager's own error
+            stats.graph_calls += 1
+            return result
+        return self._miss(bound, args, kwargs)
+
+    def _bind(self, args: tuple, kwargs: dict) -> tuple | None:
+        if not kwargs and self._positional_only_call and len(args) == len(self.params):
+            return args
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError:
+            return None
+        bound.apply_defaults()
+        return tuple(bound.arguments[p] for p in self.params)
+
+    # ------------------------------------------------------------------ slow paths
+    def _profiled(self, bound: tuple, args: tuple, kwargs: dict) -> object:
+        self.stats.profiled_calls += 1
+        observed = tuple(observe(v) for v in bound)
+        for history, obs in zip(self._observations, observed):
+            history.append(obs)
+        return profiled_call(self.profile, self.fn, args, kwargs, observed)
+
+    def _miss(self, bound: tuple, args: tuple, kwargs: dict) -> object:
+        target = self.profile_calls if self.profile_calls is not None else config.profile_calls
+        warming_up = len(self.profile.calls) < target
+        if not warming_up:
+            self.stats.guard_misses += 1
+            self.stats.fallbacks += 1
+            self._record_guard_miss(bound)
+        result = self._profiled(bound, args, kwargs)
+        if len(self.profile.calls) >= target and self.imperative_reason is None:
+            self._build()
+        return result
+
+    def _record_guard_miss(self, bound: tuple) -> None:
+        if not self.cache.entries:
+            return
+        for guard in self.cache.entries[0].graph.guards.failing(list(bound)):
+            self._fail(guard.key, f"guard failed: {guard.description} ({guard.location})")
+
+    def _after_assertion_failure(
+        self, runner: GraphRunner, assumption_id: int, bound: tuple, args: tuple, kwargs: dict
+    ) -> object:
+        assumption = runner.graph.assumptions.get(assumption_id)
+        key = assumption.key if assumption else f"assumption {assumption_id}"
+        self.stats.assumption_failures += 1
+        self.stats.fallbacks += 1
+        self._fail(key, f"JanusAssert failed: {assumption.description if assumption else key}")
+        self.cache.remove(runner)
+        result = self._profiled(bound, args, kwargs)
+        self._build()
+        return result
+
+    def _fail(self, key: str, what: str) -> None:
+        self.failures[key] += 1
+        self.failure_log.append((key, what))
+        log.info("janus: %s: %s", self.fn.__qualname__, what)
+
+    def _specs(self) -> list[ArgSpec]:
+        specs = [
+            derive(history, f"argument {name}@{location(self.fn.__code__)}", self.failures.__getitem__,
+                   config.max_failures, self._exact_shapes)  # fmt: skip
+            for name, history in zip(self.params, self._observations)
+        ]
+        for name, spec in zip(self.params, specs):
+            if _value_failures(spec, self.failures, f"argument {name}@{location(self.fn.__code__)}"):
+                raise NotConvertible(
+                    f"argument {name!r} keeps changing value (a Python scalar or object); "
+                    "janus specialises on such values",
+                    location(self.fn.__code__),
+                )
+        return specs
+
+    def _build(self) -> None:
+        if len(self.cache) >= config.max_graphs:
+            self._go_imperative(f"reached config.max_graphs={config.max_graphs} graphs", "")
+            return
+        while True:
+            try:
+                graph = generate(self.fn, self.params, self._specs(), self.profile)
+            except NeedsStaticShape as err:
+                if self._exact_shapes:
+                    self._go_imperative(err.reason, err.location)
+                    return
+                self._exact_shapes = True
+                continue
+            except NotConvertible as err:
+                self._go_imperative(err.reason, err.location)
+                return
+            except GenerationError as err:
+                log.warning("janus: graph build for %s failed, running imperatively: %s", self.fn.__qualname__, err)
+                self._go_imperative(f"graph build failed: {err}", err.location)
+                return
+            except Exception as err:  # a bug in janus: never let it change the user's result
+                log.warning(
+                    "janus: internal error building %s, running imperatively: %s: %s",
+                    self.fn.__qualname__, type(err).__name__, err, exc_info=log.isEnabledFor(logging.DEBUG),
+                )  # fmt: skip
+                self._go_imperative(f"internal error while building the graph: {type(err).__name__}: {err}", "")
+                return
+            break
+        self.cache.add(graph)
+        self.stats.graphs_built += 1
+        self.stats.build_seconds += graph.build_seconds
+        log.info("janus: built graph %d for %s in %.3fs", self.stats.graphs_built, self.fn.__qualname__,
+                 graph.build_seconds)  # fmt: skip
+        _dump(self, graph)
+
+    def _go_imperative(self, reason: str, where: str) -> None:
+        self.imperative_reason = f"{reason} ({where})" if where else reason
+        self.cache.clear()
+        log.info("janus: %s runs imperatively: %s", self.fn.__qualname__, self.imperative_reason)
+
+
+def _value_failures(spec: ArgSpec, failures: collections.Counter, key: str) -> bool:
+    if isinstance(spec, ConstArg):
+        return failures[f"{key}:value"] >= config.max_failures
+    if isinstance(spec, SeqArg):
+        return any(_value_failures(s, failures, f"{key}[{i}]") for i, s in enumerate(spec.items))
+    return failures[key] >= config.max_failures
+
+
+class BoundJit:
+    """A jitted method bound to an instance: ``self`` is the first argument."""
+
+    __slots__ = ("jit_function", "instance")
+
+    def __init__(self, jit_function: JitFunction, instance: object) -> None:
+        self.jit_function = jit_function
+        self.instance = instance
+
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        return self.jit_function(self.instance, *args, **kwargs)
+
+    @property
+    def __janus_target__(self) -> types.MethodType:
+        return types.MethodType(self.jit_function.fn, self.instance)
+
+
+def _dump(jf: JitFunction, graph) -> None:
+    if not config.dump_dir:
+        return
+    os.makedirs(config.dump_dir, exist_ok=True)
+    stem = os.path.join(config.dump_dir, f"{jf.fn.__qualname__}.{jf.stats.graphs_built}")
+    with open(stem + ".py", "w") as out:
+        out.write(graph.code + "\n\n# guards\n" + graph.prepare.source)
+    tf.io.write_graph(graph.concrete.graph.as_graph_def(), config.dump_dir, os.path.basename(stem) + ".pbtxt")
+    writer = tf.summary.create_file_writer(os.path.join(config.dump_dir, "tensorboard"))
+    with writer.as_default():
+        tf.summary.graph(graph.concrete.graph)
+    writer.close()
+
+
+def all_functions() -> list[JitFunction]:
+    return list(_registry)
+
+
+def resolve(fn: object) -> JitFunction:
+    if isinstance(fn, JitFunction):
+        return fn
+    if isinstance(fn, BoundJit):
+        return fn.jit_function
+    raise TypeError(f"{fn!r} is not a janus.jit function")

@@ -1,0 +1,107 @@
+"""Builds and loads janus's C++ ops (``csrc/*.cc``) against the installed TensorFlow.
+
+The shared library is compiled on first use into a cache directory keyed by the
+TensorFlow version and a hash of the sources, so a TF upgrade or an edited
+kernel triggers a rebuild and nothing else does. ``python -m janus.ops.build``
+builds ahead of time (the Makefile does this).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import ModuleType
+
+import tensorflow as tf
+
+
+class OpBuildError(RuntimeError):
+    """The C++ ops could not be compiled or loaded; the message says what to do."""
+
+
+def source_dir() -> Path:
+    """Where the kernel sources live: ``csrc/`` of a checkout, or the installed copy."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent.parent / "csrc", here / "csrc"):
+        if candidate.is_dir() and any(candidate.glob("*.cc")):
+            return candidate
+    raise OpBuildError(
+        f"janus cannot find its C++ sources (looked in {here.parent.parent / 'csrc'} and "
+        f"{here / 'csrc'}). Reinstall janus from a complete checkout."
+    )
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("JANUS_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "janus"
+    )
+    return Path(root)
+
+
+def _library_path(sources: list[Path]) -> Path:
+    digest = hashlib.sha256()
+    for src in sources:
+        digest.update(src.name.encode())
+        digest.update(src.read_bytes())
+    digest.update(" ".join(tf.sysconfig.get_compile_flags()).encode())
+    tag = f"tf{tf.__version__}-py{sys.version_info.major}{sys.version_info.minor}-{digest.hexdigest()[:16]}"
+    return cache_dir() / tag / "janus_ops.so"
+
+
+def _compile(sources: list[Path], target: Path) -> None:
+    compiler = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        raise OpBuildError(
+            "janus needs a C++17 compiler to build its TensorFlow ops, and none was found "
+            "(looked for $CXX, g++, c++). Install one, e.g. `apt-get install g++`, then retry."
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Build into a temporary file and rename, so concurrent processes never load a half-written .so.
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+    os.close(fd)
+    cmd = [
+        compiler,
+        "-shared",
+        "-fPIC",
+        "-O2",
+        *map(str, sources),
+        "-o",
+        tmp,
+        *tf.sysconfig.get_compile_flags(),
+        *tf.sysconfig.get_link_flags(),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        os.unlink(tmp)
+        raise OpBuildError(
+            "janus could not compile its C++ ops against TensorFlow "
+            f"{tf.__version__}.\nCommand: {' '.join(cmd)}\n{proc.stderr[-4000:]}\n"
+            "Check that the compiler supports C++17 and that TensorFlow's headers are intact "
+            "(`pip install --force-reinstall tensorflow-cpu`)."
+        )
+    os.replace(tmp, target)
+
+
+def load() -> ModuleType:
+    """Returns the loaded op module, compiling it first if the cache has no build."""
+    sources = sorted(source_dir().glob("*.cc"))
+    target = _library_path(sources)
+    if not target.exists():
+        _compile(sources, target)
+    try:
+        return tf.load_op_library(str(target))
+    except tf.errors.NotFoundError as err:
+        raise OpBuildError(
+            f"janus's op library {target} does not load into TensorFlow {tf.__version__} "
+            f"(ABI mismatch?): {err}. Delete {target.parent} to force a rebuild."
+        ) from err
+
+
+if __name__ == "__main__":
+    module = load()
+    print(f"janus ops ready: {module.OP_LIST.op[0].name if hasattr(module, 'OP_LIST') else module}")

@@ -1,0 +1,60 @@
+"""Observations: what the profiler records about one runtime value."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+from janus.config import config
+
+SCALAR_TYPES = (bool, int, float, complex, str, bytes, type(None))
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorObs:
+    dtype: tf.DType
+    shape: tuple[int | None, ...] | None
+    value: np.ndarray | None  # kept only for small tensors, for value specialisation
+
+    def same_value(self, other: TensorObs) -> bool:
+        return (
+            self.value is not None
+            and other.value is not None
+            and self.value.shape == other.value.shape
+            and self.value.tobytes() == other.value.tobytes()
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class ScalarObs:
+    type: type
+    value: object
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ObjectObs:
+    obj: object
+
+
+@dataclasses.dataclass(frozen=True)
+class SeqObs:
+    type: type
+    items: tuple
+
+
+Observation = TensorObs | ScalarObs | ObjectObs | SeqObs
+
+
+def observe(value: object) -> Observation:
+    """Describes ``value`` at the granularity the generator specialises on."""
+    if isinstance(value, tf.Tensor) and not isinstance(value, tf.SparseTensor):
+        small = value.shape.num_elements()
+        keep = small is not None and small <= config.small_tensor_elements
+        return TensorObs(value.dtype, tuple(value.shape), value.numpy() if keep else None)
+    if type(value) in SCALAR_TYPES:
+        return ScalarObs(type(value), value)
+    if type(value) in (tuple, list):
+        return SeqObs(type(value), tuple(observe(v) for v in value))
+    return ObjectObs(value)

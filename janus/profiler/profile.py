@@ -1,0 +1,40 @@
+"""The profile of one jitted function: everything the generator knows about runtime behaviour."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import types
+
+from janus.profiler.observe import Observation
+
+
+@dataclasses.dataclass
+class CallRecord:
+    """One profiled call: its arguments, its return value and where control went."""
+
+    args: tuple[Observation, ...]
+    result: Observation | None = None
+    raised: str | None = None
+
+
+@dataclasses.dataclass
+class Profile:
+    """Aggregated over every profiled call of one jitted function.
+
+    ``line_hits`` counts line events per (code object, line) and is what branch and
+    loop speculation read; ``callees`` maps a call site (code object, line) to the
+    Python functions it entered; ``returns`` records return types per code object.
+    """
+
+    calls: list[CallRecord] = dataclasses.field(default_factory=list)
+    line_hits: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    callees: dict[tuple[types.CodeType, int], set[types.CodeType]] = dataclasses.field(
+        default_factory=lambda: collections.defaultdict(set)
+    )
+    returns: dict[types.CodeType, set[type]] = dataclasses.field(
+        default_factory=lambda: collections.defaultdict(set)
+    )
+
+    def hits(self, code: types.CodeType, line: int) -> int:
+        return self.line_hits[(code, line)]

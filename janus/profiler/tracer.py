@@ -1,0 +1,62 @@
+"""The ``sys.settrace`` profiler that watches the first calls of a jitted function.
+
+Only user-code frames get a local tracer (line and return events); library frames
+are skipped at their call event, so TensorFlow internals cost one cheap callback per
+frame. When no profiled call is running no trace function is installed at all.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import types
+
+from janus.library import is_library_code
+from janus.profiler.observe import observe
+from janus.profiler.profile import CallRecord, Profile
+
+_active = threading.local()
+
+
+class _Recorder:
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+
+    def global_trace(self, frame: types.FrameType, event: str, arg: object):
+        if event != "call" or is_library_code(frame.f_code):
+            return None
+        caller = frame.f_back
+        if caller is not None and not is_library_code(caller.f_code):
+            self.profile.callees[(caller.f_code, caller.f_lineno)].add(frame.f_code)
+        return self.local_trace
+
+    def local_trace(self, frame: types.FrameType, event: str, arg: object):
+        if event == "line":
+            self.profile.line_hits[(frame.f_code, frame.f_lineno)] += 1
+        elif event == "return":
+            self.profile.returns[frame.f_code].add(type(arg))
+        return self.local_trace
+
+
+def profiled_call(profile: Profile, fn, args: tuple, kwargs: dict, observed_args: tuple):
+    """Runs ``fn(*args, **kwargs)`` imperatively while recording into ``profile``."""
+    record = CallRecord(observed_args)
+    profile.calls.append(record)
+    if getattr(_active, "on", False):  # nested jitted call inside a profiled one: already traced
+        result = fn(*args, **kwargs)
+        record.result = observe(result)
+        return result
+    recorder = _Recorder(profile)
+    previous = sys.gettrace()
+    _active.on = True
+    sys.settrace(recorder.global_trace)
+    try:
+        result = fn(*args, **kwargs)
+    except BaseException as exc:
+        record.raised = type(exc).__name__
+        raise
+    finally:
+        sys.settrace(previous)
+        _active.on = False
+    record.result = observe(result)
+    return result
