@@ -1,0 +1,19 @@
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest  # noqa: E402
+
+import janus  # noqa: E402
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "keras: uses Keras; CI runs it under Keras 3 and Keras 2 (tf_keras)")
+
+
+@pytest.fixture(autouse=True)
+def fresh_janus_config():
+    saved = {k: getattr(janus.config, k) for k in janus.Config.__dataclass_fields__}
+    yield
+    for k, v in saved.items():
+        setattr(janus.config, k, v)

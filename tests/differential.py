@@ -1,0 +1,93 @@
+"""Differential testing: the same program run plainly in eager and under janus.
+
+Every output and every piece of Python/TF state is compared after every call,
+including calls where an assumption fails. Non-float values must be identical,
+floats equal within rtol 1e-5.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import tensorflow as tf
+
+import janus
+
+RTOL = 1e-5
+ATOL = 1e-6
+
+
+def assert_same(expected: object, actual: object, where: str = "result") -> None:
+    if isinstance(expected, tf.Variable):
+        assert isinstance(actual, tf.Variable), f"{where}: {type(actual)} is not a Variable"
+        assert_same(expected.read_value(), actual.read_value(), where)
+        return
+    if isinstance(expected, (tf.Tensor, np.ndarray)):
+        assert isinstance(actual, type(expected)) or (
+            isinstance(expected, tf.Tensor) and isinstance(actual, tf.Tensor)
+        ), f"{where}: {type(actual).__name__} != {type(expected).__name__}"
+        e, a = np.asarray(expected), np.asarray(actual)
+        assert e.dtype == a.dtype, f"{where}: dtype {a.dtype} != {e.dtype}"
+        assert e.shape == a.shape, f"{where}: shape {a.shape} != {e.shape}"
+        if np.issubdtype(e.dtype, np.floating) or np.issubdtype(e.dtype, np.complexfloating):
+            np.testing.assert_allclose(a, e, rtol=RTOL, atol=ATOL, err_msg=where)
+        else:
+            np.testing.assert_array_equal(a, e, err_msg=where)
+        return
+    assert type(actual) is type(expected), f"{where}: {type(actual).__name__} != {type(expected).__name__}"
+    if isinstance(expected, (list, tuple)):
+        assert len(actual) == len(expected), f"{where}: length {len(actual)} != {len(expected)}"
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            assert_same(e, a, f"{where}[{i}]")
+    elif isinstance(expected, dict):
+        assert list(actual) == list(expected), f"{where}: keys {list(actual)} != {list(expected)}"
+        for k in expected:
+            assert_same(expected[k], actual[k], f"{where}[{k!r}]")
+    elif isinstance(expected, float):
+        np.testing.assert_allclose(actual, expected, rtol=RTOL, atol=ATOL, err_msg=where)
+    else:
+        assert actual == expected, f"{where}: {actual!r} != {expected!r}"
+
+
+def _outcome(fn: Callable, args: tuple, kwargs: dict) -> tuple[str, object]:
+    try:
+        return "ok", fn(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - the exception type is part of the behaviour
+        return "raised", type(exc)
+
+
+Call = tuple | tuple[tuple, dict]
+
+
+def run_differential(
+    make: Callable[[], tuple[Callable, Callable[[], object]]],
+    calls: Iterable[tuple],
+    *,
+    kwargs: Iterable[dict] | None = None,
+    min_graph_calls: int = 1,
+    jit_kwargs: dict | None = None,
+) -> janus.JitFunction:
+    """Runs ``make()``'s program eagerly and under janus over ``calls``, comparing everything.
+
+    ``make`` returns ``(function, state)``; ``state()`` snapshots whatever Python/TF state
+    the program touches. It is called twice so each mode has its own state.
+    """
+    eager_fn, eager_state = make()
+    raw_fn, jit_state = make()
+    jitted = janus.jit(raw_fn, **(jit_kwargs or {}))
+    calls = list(calls)
+    kwargs = list(kwargs) if kwargs is not None else [{}] * len(calls)
+    for n, (args, kw) in enumerate(zip(calls, kwargs)):
+        expected = _outcome(eager_fn, args, kw)
+        actual = _outcome(jitted, args, kw)
+        assert actual[0] == expected[0], f"call {n}: eager {expected}, janus {actual}"
+        assert_same(expected[1], actual[1], f"call {n} result")
+        assert_same(eager_state(), jit_state(), f"call {n} state")
+    stats = janus.stats(jitted)
+    assert stats["graph_calls"] >= min_graph_calls, f"graphs served too few calls: {stats}\n{janus.explain(jitted)}"
+    return jitted
+
+
+def no_state() -> None:
+    return None
