@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from janus.config import Config, config
 from janus.explain import explain
-from janus.jit import BoundJit, JitFunction, all_functions, resolve
+from janus.driver import BoundJit, JitFunction, all_functions, resolve
 
 __all__ = ["Config", "config", "explain", "jit", "reset", "stats"]
 

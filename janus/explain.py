@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from janus.jit import JitFunction, all_functions, resolve
+from janus.driver import JitFunction, all_functions, resolve
 
 
 def explain(fn: object = None) -> str:

@@ -1,0 +1,286 @@
+"""The cache, guards, fallback and relaxation paths of the executor."""
+
+import logging
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from differential import assert_same, no_state, run_differential
+
+import janus
+
+
+def batch(rows, seed=0):
+    return tf.constant(np.random.default_rng(seed).normal(size=(rows, 8)).astype("float32"))
+
+
+def test_shape_relaxation_builds_at_most_two_graphs():
+    def f(x):
+        return tf.reduce_sum(x * 2.0, axis=0) + tf.cast(tf.shape(x)[0], tf.float32)
+
+    calls = [(batch(4, i),) for i in range(4)] + [(batch(r, 9),) for r in (3, 2, 6)]
+    jitted = run_differential(lambda: (f, no_state), calls, min_graph_calls=3)
+    stats = janus.stats(jitted)
+    assert stats["graphs_built"] <= 2, janus.explain(jitted)
+    assert stats["graph_calls"] == 3  # (4,8) once after profiling, then (2,8) and (6,8) on the relaxed graph
+    relaxed = jitted.cache.entries[0].graph.specs[0]
+    assert relaxed.shape == (None, 8)
+
+
+def test_rank_change_relaxes_to_unknown_rank():
+    def f(x):
+        return x * 2.0
+
+    calls = [(tf.ones([2, 2]),)] * 4 + [(tf.ones([3]),), (tf.ones([2, 2, 2]),), (tf.ones([5]),)]
+    jitted = run_differential(lambda: (f, no_state), calls)
+    assert jitted.cache.entries[0].graph.specs[0].shape is None
+
+
+def test_dtype_change_gets_its_own_graph():
+    def f(x):
+        return x + x
+
+    calls = [(tf.ones([3]),)] * 4 + [(tf.ones([3], tf.int32),)] * 3 + [(tf.ones([3]),)]
+    jitted = run_differential(lambda: (f, no_state), calls, min_graph_calls=4)
+    assert janus.stats(jitted)["graphs_built"] == 2
+
+
+def test_small_constant_tensor_value_speculation_fails_and_relaxes():
+    def f(x, flag):
+        return x * tf.cast(flag, tf.float32) + 1.0
+
+    on, off = tf.constant(1), tf.constant(0)
+    calls = [(batch(2, i), on) for i in range(5)] + [(batch(2, 7), off)] + [(batch(2, i), on) for i in range(3)]
+    jitted = run_differential(lambda: (f, no_state), calls, min_graph_calls=4)
+    stats = janus.stats(jitted)
+    assert stats["assumption_failures"] == 1 and stats["fallbacks"] >= 1
+    assert "JanusAssert failed" in janus.explain(jitted)
+    assert jitted.cache.entries[0].graph.specs[1].value is None  # relaxed: value no longer speculated
+
+
+def test_assumption_failure_leaves_variables_untouched():
+    """A variable update and a failing assumption in the same call: no double update."""
+
+    def make():
+        v = tf.Variable(0.0)
+
+        def f(x, flag):
+            v.assign_add(1.0)
+            return x + v * tf.cast(flag, tf.float32)
+
+        return f, lambda: v.numpy()
+
+    on, off = tf.constant(1), tf.constant(0)
+    calls = [(tf.constant(1.0), on)] * 5 + [(tf.constant(1.0), off)] + [(tf.constant(1.0), on)] * 2
+    jitted = run_differential(make, calls, min_graph_calls=3)
+    assert janus.stats(jitted)["assumption_failures"] == 1
+
+
+def test_state_updates_are_ordered_after_every_assertion():
+    v = tf.Variable(0.0)
+
+    def f(x, flag):
+        v.assign_add(1.0)
+        return x * tf.cast(flag, tf.float32)
+
+    jitted = janus.jit(f)
+    for _ in range(4):
+        jitted(tf.constant(1.0), tf.constant(1))
+    graph = jitted.cache.entries[0].graph.concrete.graph
+    asserts = [op for op in graph.get_operations() if op.type == "JanusAssert"]
+    updates = [op for op in graph.get_operations() if op.type == "AssignAddVariableOp"]
+    assert asserts and updates
+    for update in updates:
+        assert set(asserts) <= set(update.control_inputs)
+
+
+def test_tensor_branch_is_speculated_and_checked():
+    def f(x):
+        if tf.reduce_sum(x) > 0:
+            y = x * 2.0
+        else:
+            y = -x
+        return y
+
+    pos = [(tf.constant([1.0, 2.0]) + i,) for i in range(5)]
+    calls = pos + [(tf.constant([-5.0, -1.0]),)] + pos[:2]
+    jitted = run_differential(lambda: (f, no_state), calls, min_graph_calls=2)
+    stats = janus.stats(jitted)
+    assert stats["assumption_failures"] == 1
+    report = janus.explain(jitted)
+    assert "branch is" in report and "test_executor.py" in report
+
+
+def test_python_scalar_keeps_changing_goes_imperative_with_reason():
+    def f(x, lr):
+        return x * lr
+
+    calls = [(tf.constant(1.0), 0.5)] * 4 + [(tf.constant(1.0), 0.1 * i) for i in range(1, 6)]
+    jitted = run_differential(lambda: (f, no_state), calls)
+    assert "keeps changing value" in janus.explain(jitted)
+
+
+def test_graph_building_error_falls_back_with_logged_reason(monkeypatch, caplog):
+    def boom(*args, **kwargs):
+        raise RuntimeError("synthetic bug in the generator")
+
+    monkeypatch.setattr("janus.driver.generate", boom)
+
+    def f(x):
+        return x + 1.0
+
+    jitted = janus.jit(f)
+    with caplog.at_level(logging.WARNING, logger="janus"):
+        for t in [tf.constant(1.0)] * 5:
+            assert float(jitted(t)) == 2.0
+    assert "synthetic bug" in caplog.text
+    assert "internal error" in janus.explain(jitted)
+    assert janus.stats(jitted)["imperative_calls"] == 2
+
+
+def test_library_call_failing_on_symbolic_tensors_falls_back():
+    def f(x):
+        return np.asarray(x) + 1  # needs a concrete value: graph build fails, eager works
+
+    jitted = janus.jit(f)
+    for _ in range(5):
+        np.testing.assert_array_equal(jitted(tf.constant([1, 2])), np.array([2, 3]))
+    assert "graph build failed" in janus.explain(jitted)
+
+
+def test_real_errors_raise_like_eager():
+    def f(x, i):
+        return tf.gather(x, i)
+
+    jitted = janus.jit(f)
+    x = tf.constant([1.0, 2.0, 3.0])
+    for _ in range(4):
+        jitted(x, tf.constant(1))
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        jitted(x, tf.constant(7))
+    assert janus.stats(jitted)["graph_calls"] >= 1
+
+
+def test_max_graphs_limit():
+    janus.config.max_graphs = 1
+
+    def f(x):
+        return x * 2.0
+
+    calls = [(tf.ones([2]),)] * 4 + [(tf.ones([2], tf.float64),)] * 2 + [(tf.ones([2]),)]
+    jitted = run_differential(lambda: (f, no_state), calls)
+    assert "max_graphs" in janus.explain(jitted)
+
+
+def test_profile_calls_option_and_decorator_forms():
+    @janus.jit(profile_calls=1)
+    def f(x):
+        return x + 1
+
+    f(tf.constant(1))
+    f(tf.constant(1))
+    assert janus.stats(f)["graph_calls"] == 1
+    assert janus.jit(f) is f
+
+
+def test_config_profile_calls_and_reset():
+    janus.config.profile_calls = 2
+
+    @janus.jit
+    def f(x):
+        return x + 1
+
+    for _ in range(3):
+        f(tf.constant(1))
+    assert janus.stats(f)["graph_calls"] == 1
+    janus.reset()
+    assert janus.stats(f)["calls"] == 0
+    f(tf.constant(1))
+    assert janus.stats(f)["profiled_calls"] == 1
+
+
+def test_config_rejects_unknown_settings():
+    with pytest.raises(AttributeError):
+        janus.config.profile_call = 3
+
+
+def test_keyword_and_default_arguments_bind_like_python():
+    def f(x, scale=2.0, *, shift=1.0):
+        return x * scale + shift
+
+    jitted = janus.jit(f)
+    x = tf.constant([1.0, 2.0])
+    for _ in range(4):
+        assert_same(f(x, shift=3.0), jitted(x, shift=3.0))
+    with pytest.raises(TypeError):
+        jitted(x, 1.0, 2.0)
+    assert janus.stats(jitted)["graph_calls"] >= 1
+
+
+def test_dump_dir_writes_code_and_graphs(tmp_path):
+    janus.config.dump_dir = str(tmp_path)
+
+    @janus.jit
+    def f(x):
+        return tf.nn.relu(x) * 3.0
+
+    for _ in range(4):
+        f(tf.constant([1.0, -1.0]))
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert any(n.endswith(".py") for n in files) and any(n.endswith(".pbtxt") for n in files), files
+    code = next(tmp_path.glob("*.py")).read_text()
+    assert "relu" in code and "def prepare" in code
+
+
+def test_janus_disable_environment_makes_jit_a_pass_through():
+    script = (
+        "import tensorflow as tf, janus\n"
+        "f = janus.jit(lambda x: x + 1)\n"
+        "[f(tf.constant(1)) for _ in range(5)]\n"
+        "print(janus.stats(f)['calls'], janus.config.disabled)\n"
+    )
+    env = dict(os.environ, JANUS_DISABLE="1")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0", "True"]
+
+
+def test_generation_never_runs_user_code():
+    """User code must not run while a graph is built: side-effect counts equal eager's."""
+    calls = []
+
+    class Weird:
+        def __add__(self, other):
+            calls.append("add")
+            return other
+
+        @property
+        def scale(self):
+            calls.append("scale")
+            return 2.0
+
+    weird = Weird()
+
+    def uses_operator(x):
+        return weird + x
+
+    def uses_property(x):
+        return x * weird.scale
+
+    def side_effect_helper(x):
+        calls.append("helper")
+        return x
+
+    def uses_helper(x):
+        return side_effect_helper(x) * 2.0
+
+    for fn, per_call in ((uses_operator, 1), (uses_property, 1), (uses_helper, 1)):
+        calls.clear()
+        jitted = janus.jit(fn)
+        for _ in range(6):
+            jitted(tf.constant(1.0))
+        assert len(calls) == 6 * per_call, (fn.__name__, calls)
+        assert janus.stats(jitted)["imperative_calls"] == 3, janus.explain(jitted)
+        assert "runs imperatively" in janus.explain(jitted)

@@ -1,0 +1,83 @@
+"""The settrace profiler."""
+
+import sys
+
+import tensorflow as tf
+
+from janus.profiler import Profile, ScalarObs, SeqObs, TensorObs, observe, profiled_call
+
+
+def helper(v):
+    return v + 1
+
+
+def target(x, n):
+    if n > 1:
+        y = helper(x)
+    else:
+        y = x
+    for _ in range(n):
+        y = y * 2
+    return y
+
+
+def test_records_arguments_lines_callees_and_returns():
+    profile = Profile()
+    args = (tf.constant([1.0, 2.0]), 3)
+    observed = tuple(observe(a) for a in args)
+    profiled_call(profile, target, args, {}, observed)
+    record = profile.calls[0]
+    assert isinstance(record.args[0], TensorObs) and record.args[0].shape == (2,)
+    assert record.args[1] == ScalarObs(int, 3)
+    assert isinstance(record.result, TensorObs)
+    code = target.__code__
+    first = code.co_firstlineno
+    assert profile.hits(code, first + 2) == 1  # `y = helper(x)`: branch taken
+    assert profile.hits(code, first + 4) == 0  # else side never ran
+    assert profile.hits(code, first + 6) == 3  # loop body: trip count 3
+    assert helper.__code__ in profile.callees[(code, first + 2)]
+    assert profile.returns[helper.__code__] == {type(args[0])}
+
+
+def test_library_frames_are_not_traced():
+    profile = Profile()
+    profiled_call(profile, target, (tf.constant(1.0), 1), {}, ())
+    assert all("tensorflow" not in code.co_filename for code, _ in profile.line_hits)
+
+
+def test_tracer_is_removed_and_previous_tracer_restored():
+    events = []
+
+    def outer_tracer(frame, event, arg):
+        events.append(event)
+        return None
+
+    sys.settrace(outer_tracer)
+    try:
+        profiled_call(Profile(), target, (tf.constant(1.0), 1), {}, ())
+        assert sys.gettrace() is outer_tracer
+    finally:
+        sys.settrace(None)
+    assert sys.gettrace() is None
+
+
+def test_exceptions_propagate_and_are_recorded():
+    profile = Profile()
+
+    def raises(x):
+        raise KeyError(x)
+
+    try:
+        profiled_call(profile, raises, (1,), {}, ())
+    except KeyError:
+        pass
+    assert profile.calls[0].raised == "KeyError"
+    assert sys.gettrace() is None
+
+
+def test_observe_sequences_and_small_values():
+    obs = observe([tf.constant(1), (2.0, "a")])
+    assert isinstance(obs, SeqObs) and obs.type is list
+    assert obs.items[0].value is not None  # small tensors keep their value
+    big = observe(tf.zeros([100]))
+    assert big.value is None
