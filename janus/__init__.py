@@ -17,8 +17,8 @@ import logging
 from collections.abc import Callable
 
 from janus.config import Config, config
-from janus.explain import explain
 from janus.driver import BoundJit, JitFunction, all_functions, resolve
+from janus.explain import explain
 
 __all__ = ["Config", "config", "explain", "jit", "reset", "stats"]
 

@@ -156,8 +156,13 @@ class JitFunction:
 
     def _specs(self) -> list[ArgSpec]:
         specs = [
-            derive(history, f"argument {name}@{location(self.fn.__code__)}", self.failures.__getitem__,
-                   config.max_failures, self._exact_shapes)  # fmt: skip
+            derive(
+                history,
+                f"argument {name}@{location(self.fn.__code__)}",
+                self.failures.__getitem__,
+                config.max_failures,
+                self._exact_shapes,
+            )  # fmt: skip
             for name, history in zip(self.params, self._observations)
         ]
         for name, spec in zip(self.params, specs):

@@ -135,7 +135,9 @@ def test_comprehensions_and_builtins():
         pairs_ = list(zip(range(len(scaled)), scaled))
         return total, named, pairs_[-1], max(1, len(xs)), abs(w), isinstance(w, tf.Tensor)
 
-    calls = [([a, b, c], w) for a, b, c, w in zip(tensors(2), tensors(2, seed=3), tensors(2, seed=4), tensors(2, seed=5))]
+    calls = [
+        ([a, b, c], w) for a, b, c, w in zip(tensors(2), tensors(2, seed=3), tensors(2, seed=4), tensors(2, seed=5))
+    ]
     run_differential(plain(f), calls)
 
 

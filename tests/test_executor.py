@@ -284,3 +284,25 @@ def test_generation_never_runs_user_code():
         assert len(calls) == 6 * per_call, (fn.__name__, calls)
         assert janus.stats(jitted)["imperative_calls"] == 3, janus.explain(jitted)
         assert "runs imperatively" in janus.explain(jitted)
+
+
+class Counter:
+    def __init__(self):
+        self.step = 0
+
+
+def test_heap_scalar_that_keeps_changing_is_detected_from_the_profile():
+    counter = Counter()
+
+    def f(x):
+        return x * counter.step
+
+    jitted = janus.jit(f)
+    for i in range(6):
+        counter.step = i
+        assert float(jitted(tf.constant(2.0))) == 2.0 * i
+    report = janus.explain(jitted)
+    assert "attribute step keeps changing" in report, report
+    assert janus.stats(jitted)["graphs_built"] == 0
+    recorded = [k for k in jitted.profile.heap_reads if k[2] == ("counter", ("step",))]
+    assert recorded, jitted.profile.heap_reads.keys()

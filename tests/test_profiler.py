@@ -2,6 +2,7 @@
 
 import sys
 
+import pytest
 import tensorflow as tf
 
 from janus.profiler import Profile, ScalarObs, SeqObs, TensorObs, observe, profiled_call
@@ -67,10 +68,8 @@ def test_exceptions_propagate_and_are_recorded():
     def raises(x):
         raise KeyError(x)
 
-    try:
+    with pytest.raises(KeyError):
         profiled_call(profile, raises, (1,), {}, ())
-    except KeyError:
-        pass
     assert profile.calls[0].raised == "KeyError"
     assert sys.gettrace() is None
 

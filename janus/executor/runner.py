@@ -44,9 +44,7 @@ class GraphRunner:
                 outputs = self._concrete._call_flat(flat[: self._num_inputs], flat[self._num_inputs :])
             else:
                 ctx = context.context()
-                outputs = pywrap_tfe.TFE_Py_Execute(
-                    ctx._handle, None, self._name, flat, self._attrs, self._num_outputs
-                )
+                outputs = pywrap_tfe.TFE_Py_Execute(ctx._handle, None, self._name, flat, self._attrs, self._num_outputs)
         except tf.errors.OpError as err:
             assumption = failed_assumption_id(err)
             if assumption is not None:

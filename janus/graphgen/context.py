@@ -60,9 +60,15 @@ class GenerationContext:
     def guard(self, key: str, expr: str, description: str, loc: str) -> None:
         self.guards.add(key, expr, description, loc)
 
-    def read_heap(self, value: object, path: str, what: str, loc: str) -> object:
-        """Specialises on a value read from ``path`` (re-read and checked before every call)."""
+    def read_heap(self, value: object, path: str, what: str, loc: str, profiled: tuple | None = None) -> object:
+        """Specialises on a value read from ``path`` (re-read and checked before every call).
+
+        ``profiled`` is the profile's key for this read (code, line, chain): a Python
+        scalar that kept changing while profiled is not specialised on.
+        """
         key = f"{what}@{loc}"
+        if profiled is not None and is_plain(value) and self._varied(profiled):
+            raise NotConvertible(f"{what} keeps changing value between calls (heap state, see [state])", loc)
         if isinstance(value, EagerTensor):
             other = self.heap_tensors.get(id(value))
             if other is not None and other != path:
@@ -70,7 +76,8 @@ class GenerationContext:
                 return value
             self.heap_tensors[id(value)] = path
             self._keep.append(value)
-            self.guard(key, tensor_guard(path, value.dtype, tuple(value.shape), self.guards.temp()), what, loc)
+            described = f"{what} is a {value.dtype.name} tensor of shape {list(value.shape)}"
+            self.guard(key, tensor_guard(path, value.dtype, tuple(value.shape), self.guards.temp()), described, loc)
             return value
         if is_plain(value) and type(value) not in (list, dict, set):
             if type(value) is tuple:
@@ -95,6 +102,11 @@ class GenerationContext:
             raise NotConvertible(f"{what} is a set read from the heap", loc)
         return value
 
+    def _varied(self, profiled: tuple) -> bool:
+        """The read changed value at least twice while profiled: it keeps changing."""
+        seen = [repr(o) for o in self.profile.heap_reads.get(profiled, ())]
+        return sum(a != b for a, b in zip(seen, seen[1:])) >= 2
+
     def mark_heap_container(self, snapshot: object) -> object:
         self._heap_containers.add(id(snapshot))
         self._keep.append(snapshot)
@@ -118,7 +130,7 @@ class GenerationContext:
             raise NotConvertible(f"user code {_describe(value)} passed to a library call", loc)
 
     # ------------------------------------------------------------- attributes
-    def read_attribute(self, base: object, attr: str, loc: str) -> object:
+    def read_attribute(self, base: object, attr: str, loc: str, profiled: tuple | None = None) -> object:
         if is_symbolic(base):
             if attr == "numpy":
                 raise NotConvertible("Tensor.numpy() needs a concrete value", loc)
@@ -130,17 +142,19 @@ class GenerationContext:
             value = getattr(base, attr)
             if is_library_object(base) or path is None:
                 return value
-            return self.read_heap(value, f"{path}.{attr}", f"attribute {attr}", loc)
+            return self.read_heap(value, f"{path}.{attr}", f"attribute {attr}", loc, profiled)
         cls = base if isinstance(base, type) else type(base)
         if is_library_class(cls) or is_plain(base):
             value = getattr(base, attr)
             instance_dict = getattr(base, "__dict__", None)
             if path and isinstance(instance_dict, dict) and attr in instance_dict and is_plain(value):
-                return self.read_heap(value, f"{path}.{attr}", f"attribute {attr}", loc)
+                return self.read_heap(value, f"{path}.{attr}", f"attribute {attr}", loc, profiled)
             return value
-        return self._read_user_attribute(base, cls, attr, path, loc)
+        return self._read_user_attribute(base, cls, attr, path, loc, profiled)
 
-    def _read_user_attribute(self, base: object, cls: type, attr: str, path: str | None, loc: str) -> object:
+    def _read_user_attribute(
+        self, base: object, cls: type, attr: str, path: str | None, loc: str, profiled: tuple | None
+    ) -> object:
         for hook in ("__getattr__", "__getattribute__"):
             impl = getattr(cls, hook, None)
             func = getattr(impl, "__func__", impl)
@@ -152,25 +166,25 @@ class GenerationContext:
             getter = getattr(class_attr, "fget", None)
             if getter is None and isinstance(class_attr, types.MemberDescriptorType):
                 value = getattr(base, attr)
-                return self._heap_or_value(value, path, attr, loc)
+                return self._heap_or_value(value, path, attr, loc, profiled)
             if getter is not None and is_library_code(getattr(getter, "__code__", None) or _LIB_CODE):
                 return getattr(base, attr)
             raise NotConvertible(f"property {cls.__name__}.{attr} runs user code", loc)
         instance_dict = getattr(base, "__dict__", None)
         if isinstance(instance_dict, dict) and attr in instance_dict:
-            return self._heap_or_value(instance_dict[attr], path, attr, loc)
+            return self._heap_or_value(instance_dict[attr], path, attr, loc, profiled)
         value = getattr(base, attr)
         if isinstance(class_attr, types.FunctionType) and path is not None and isinstance(instance_dict, dict):
             self.guard(f"attribute {attr}@{loc}", f"{attr!r} not in {path}.__dict__", f"{attr} is a method", loc)
             return value
         if isinstance(value, types.MethodType):
             return value
-        return self._heap_or_value(value, path, attr, loc)
+        return self._heap_or_value(value, path, attr, loc, profiled)
 
-    def _heap_or_value(self, value: object, path: str | None, attr: str, loc: str) -> object:
+    def _heap_or_value(self, value: object, path: str | None, attr: str, loc: str, profiled: tuple | None) -> object:
         if path is None:
             raise NotConvertible(f"attribute {attr} of an object janus cannot re-read", loc)
-        return self.read_heap(value, f"{path}.{attr}", f"attribute {attr}", loc)
+        return self.read_heap(value, f"{path}.{attr}", f"attribute {attr}", loc, profiled)
 
     # ------------------------------------------------------------- in-graph speculation
     def profiled_branch(self, code: types.CodeType, node: gast.AST, body: list, orelse: list | None) -> bool | None:
@@ -217,7 +231,9 @@ class GenerationContext:
         except (NotConvertible, GenerationError):
             raise
         except Exception as err:
-            raise GenerationError(f"{label}() failed while building the graph: {type(err).__name__}: {err}", loc) from err
+            raise GenerationError(
+                f"{label}() failed while building the graph: {type(err).__name__}: {err}", loc
+            ) from err
         if is_symbolic(result) or isinstance(result, (list, tuple)) and any(is_symbolic(r) for r in result):
             self.code.call(label, args, kwargs, result)
         return result
@@ -246,4 +262,6 @@ def _describe(value: object) -> str:
 
 _MISSING = object()
 _LIB_CODE = tf.constant.__code__ if hasattr(tf.constant, "__code__") else None
-_READ_ONLY_METHODS = frozenset({"copy", "count", "index", "get", "keys", "values", "items", "__getitem__", "__contains__", "__len__"})
+_READ_ONLY_METHODS = frozenset(
+    {"copy", "count", "index", "get", "keys", "values", "items", "__getitem__", "__contains__", "__len__"}
+)

@@ -84,7 +84,9 @@ def generate(func: types.FunctionType, params: list[str], specs: list[ArgSpec], 
     writes = sum(1 for op in concrete.graph.get_operations() if _is_state_write(op))
     return GeneratedGraph(
         concrete=concrete,
-        function_name=concrete._inference_function.name.decode() if isinstance(concrete._inference_function.name, bytes) else concrete._inference_function.name,  # noqa: E501
+        function_name=concrete._inference_function.name.decode()
+        if isinstance(concrete._inference_function.name, bytes)
+        else concrete._inference_function.name,  # noqa: E501
         prepare=prepare,
         num_inputs=len(flat_inputs),
         num_outputs=len(concrete.outputs),
@@ -104,14 +106,17 @@ def _add_input_guards(
 ) -> None:
     key = f"{what}@{loc}"
     if isinstance(spec, TensorArg):
-        ctx.guard(f"{key}:shape", tensor_guard(path, spec.dtype, spec.shape, ctx.guards.temp()), what, loc)
+        shape = "unknown rank" if spec.shape is None else str(list(spec.shape)).replace("None", "?")
+        described = f"{what} is a {spec.dtype.name} tensor of shape {shape}"
+        ctx.guard(f"{key}:shape", tensor_guard(path, spec.dtype, spec.shape, ctx.guards.temp()), described, loc)
         signature.append(tf.TensorSpec(spec.shape, spec.dtype))
         flat.append(path)
     elif isinstance(spec, ConstArg):
         ctx.guard(f"{key}:value", scalar_guard(path, spec.value, ctx.const), f"{what} == {spec.value!r}", loc)
     elif isinstance(spec, SeqArg):
         kind = ctx.const(spec.type)
-        ctx.guard(f"{key}:type", f"type({path}) is {kind} and len({path}) == {len(spec.items)}", what, loc)
+        described = f"{what} is a {spec.type.__name__} of length {len(spec.items)}"
+        ctx.guard(f"{key}:type", f"type({path}) is {kind} and len({path}) == {len(spec.items)}", described, loc)
         for j, item in enumerate(spec.items):
             _add_input_guards(ctx, item, f"{path}[{j}]", f"{what}[{j}]", loc, signature, flat)
 

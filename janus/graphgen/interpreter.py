@@ -27,6 +27,7 @@ from janus.graphgen.errors import NeedsStaticShape, NotConvertible
 from janus.graphgen.source import function_ast, location
 from janus.graphgen.values import is_plain, is_safe_operand, is_symbolic, is_user_object
 from janus.library import is_library_code, is_library_object, is_user_function
+from janus.profiler.heapreads import chain_of
 
 MAX_INLINE_DEPTH = 64
 MAX_STATIC_ITERATIONS = 100_000
@@ -349,11 +350,13 @@ class Interpreter:
                 value = cell.cell_contents
             except ValueError:
                 raise NotConvertible(f"free variable {name!r} is unbound", loc) from None
-            return self.ctx.read_heap(value, f"{self.ctx.const(cell)}.cell_contents", f"closure {name}", loc)
+            path = f"{self.ctx.const(cell)}.cell_contents"
+            return self.ctx.read_heap(value, path, f"closure {name}", loc, (frame.code, node.lineno, (name, ())))
         g = self.ctx.const(frame.func_globals)
         if name in frame.func_globals:
             value = frame.func_globals[name]
-            return self.ctx.read_heap(value, f"{g}[{name!r}]", f"global {name}", loc)
+            profiled = (frame.code, node.lineno, (name, ()))
+            return self.ctx.read_heap(value, f"{g}[{name!r}]", f"global {name}", loc, profiled)
         if hasattr(builtins, name):
             self.ctx.guard(f"builtin {name}", f"{name!r} not in {g}", f"{name} is the builtin", loc)
             return getattr(builtins, name)
@@ -361,7 +364,9 @@ class Interpreter:
 
     def _expr_Attribute(self, frame: Frame, node: gast.Attribute) -> object:
         base = self.eval(frame, node.value)
-        return self.ctx.read_attribute(base, node.attr, self.loc(frame, node))
+        chain = chain_of(node)
+        profiled = (frame.code, node.lineno, chain) if chain is not None else None
+        return self.ctx.read_attribute(base, node.attr, self.loc(frame, node), profiled)
 
     def _expr_Subscript(self, frame: Frame, node: gast.Subscript) -> object:
         base = self.eval(frame, node.value)
@@ -567,9 +572,11 @@ class Interpreter:
         if callee not in _PURE_BUILTINS:
             raise NotConvertible(f"builtin {callee.__name__}() is not converted", loc)
         values = (*args, *kwargs.values())
-        if any(is_user_object(v) and not isinstance(v, type) for v in values if not isinstance(v, LocalFunction)):
-            if callee not in (isinstance, issubclass, type, id, callable):
-                raise NotConvertible(f"{callee.__name__}() of a user object", loc)
+        user_values = [v for v in values if not isinstance(v, (LocalFunction, type)) and is_user_object(v)]
+        if user_values and callee not in (isinstance, issubclass, type, id, callable):
+            raise NotConvertible(f"{callee.__name__}() of a user object", loc)
+        if callee is isinstance and len(args) == 2 and is_symbolic(args[0]):
+            return issubclass(EagerTensor, args[1])  # what the eager value would answer
         if any(isinstance(v, LocalFunction) for v in values):
             raise NotConvertible(f"{callee.__name__}() of a local function", loc)
         if any(is_symbolic(v) for v in values) and callee not in _TENSOR_SAFE_BUILTINS:

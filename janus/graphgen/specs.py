@@ -68,9 +68,7 @@ def derive(
         alike = [o for o in same_kind if o.dtype == latest.dtype]
         shape = latest.shape if exact_shapes else merge_shapes([o.shape for o in alike])
         constant = (
-            latest.value is not None
-            and failures(f"{path}:value") == 0
-            and all(latest.same_value(o) for o in alike)
+            latest.value is not None and failures(f"{path}:value") == 0 and all(latest.same_value(o) for o in alike)
         )
         return TensorArg(latest.dtype, shape, latest.value if constant else None)
     if isinstance(latest, ScalarObs):

@@ -21,7 +21,7 @@ def is_symbolic(value: object) -> bool:
 
 def is_plain(value: object) -> bool:
     """Data whose operators are Python's own: safe to fold while generating."""
-    if isinstance(value, PLAIN_SCALARS) or isinstance(value, np.generic):
+    if isinstance(value, (*PLAIN_SCALARS, np.generic)):
         return True
     if type(value) in PLAIN_CONTAINERS:
         items = value.items() if isinstance(value, dict) else value

@@ -1,6 +1,6 @@
 """Profiler: records runtime behaviour of the first calls (``sys.settrace``)."""
 
-from janus.profiler.observe import Observation, ObjectObs, ScalarObs, SeqObs, TensorObs, observe
+from janus.profiler.observe import ObjectObs, Observation, ScalarObs, SeqObs, TensorObs, observe
 from janus.profiler.profile import CallRecord, Profile
 from janus.profiler.tracer import profiled_call
 

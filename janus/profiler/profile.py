@@ -24,7 +24,9 @@ class Profile:
 
     ``line_hits`` counts line events per (code object, line) and is what branch and
     loop speculation read; ``callees`` maps a call site (code object, line) to the
-    Python functions it entered; ``returns`` records return types per code object.
+    Python functions it entered; ``returns`` records return types per code object;
+    ``heap_reads`` maps (code object, line, (root name, attribute chain)) to the values
+    that global, closure-free attribute reads had, one observation per execution.
     """
 
     calls: list[CallRecord] = dataclasses.field(default_factory=list)
@@ -32,8 +34,9 @@ class Profile:
     callees: dict[tuple[types.CodeType, int], set[types.CodeType]] = dataclasses.field(
         default_factory=lambda: collections.defaultdict(set)
     )
-    returns: dict[types.CodeType, set[type]] = dataclasses.field(
-        default_factory=lambda: collections.defaultdict(set)
+    returns: dict[types.CodeType, set[type]] = dataclasses.field(default_factory=lambda: collections.defaultdict(set))
+    heap_reads: dict[tuple, list[Observation]] = dataclasses.field(
+        default_factory=lambda: collections.defaultdict(list)
     )
 
     def hits(self, code: types.CodeType, line: int) -> int:

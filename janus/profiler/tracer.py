@@ -12,6 +12,7 @@ import threading
 import types
 
 from janus.library import is_library_code
+from janus.profiler.heapreads import is_resolved, reads_by_line, resolve
 from janus.profiler.observe import observe
 from janus.profiler.profile import CallRecord, Profile
 
@@ -32,7 +33,12 @@ class _Recorder:
 
     def local_trace(self, frame: types.FrameType, event: str, arg: object):
         if event == "line":
-            self.profile.line_hits[(frame.f_code, frame.f_lineno)] += 1
+            code, line = frame.f_code, frame.f_lineno
+            self.profile.line_hits[(code, line)] += 1
+            for read in reads_by_line(code).get(line, ()):
+                value = resolve(frame, read)
+                if is_resolved(value):
+                    self.profile.heap_reads[(code, line, read)].append(observe(value))
         elif event == "return":
             self.profile.returns[frame.f_code].add(type(arg))
         return self.local_trace

@@ -1,0 +1,1 @@
+"""janus benchmarks: eager vs janus vs hand-written tf.function, in one process, interleaved."""

@@ -1,0 +1,1 @@
+"""One module per benchmarked model: the imperative program and its hand-written symbolic baseline."""

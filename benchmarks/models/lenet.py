@@ -1,0 +1,85 @@
+"""LeNet-style CNN on MNIST-shaped synthetic data (batch 50), trained with GradientTape + SGD.
+
+``imperative_step`` is written the way TF2 users write it; ``symbolic_step`` is the
+hand-written ``tf.function`` baseline a TF expert would write for the same model.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import tensorflow as tf
+
+keras = tf.keras
+BATCH = 50
+
+
+def build_model(seed: int = 0):
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential(
+        [
+            keras.layers.Input((28, 28, 1)),
+            keras.layers.Conv2D(20, 5, activation="relu"),
+            keras.layers.MaxPooling2D(2),
+            keras.layers.Conv2D(50, 5, activation="relu"),
+            keras.layers.MaxPooling2D(2),
+            keras.layers.Flatten(),
+            keras.layers.Dense(500, activation="relu"),
+            keras.layers.Dense(10),
+        ]
+    )
+    return model, keras.optimizers.SGD(0.01)
+
+
+def batches(n: int = 4, batch: int = BATCH, seed: int = 0) -> list[tuple[tf.Tensor, tf.Tensor]]:
+    rng = np.random.default_rng(seed)
+    return [
+        (
+            tf.constant(rng.random((batch, 28, 28, 1), dtype=np.float32)),
+            tf.constant(rng.integers(0, 10, batch).astype(np.int32)),
+        )
+        for _ in range(n)
+    ]
+
+
+def imperative_step(model, opt):
+    def loss_fn(logits, labels):
+        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            loss = loss_fn(logits, y)
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    return train_step
+
+
+def symbolic_step(model, opt):
+    variables = model.trainable_variables
+
+    @tf.function(
+        input_signature=[tf.TensorSpec([BATCH, 28, 28, 1], tf.float32), tf.TensorSpec([BATCH], tf.int32)],
+        autograph=False,
+    )
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return loss
+
+    return train_step
+
+
+def feeder(step, data):
+    cycle = itertools.cycle(data)
+
+    def run():
+        x, y = next(cycle)
+        return step(x, y)
+
+    return run

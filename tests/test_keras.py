@@ -1,0 +1,97 @@
+"""Keras models inside converted training steps, under Keras 3 and (TF_USE_LEGACY_KERAS=1) Keras 2."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from differential import assert_same, run_differential
+
+pytestmark = pytest.mark.keras
+keras = tf.keras
+
+
+def lenet(seed):
+    keras.utils.set_random_seed(seed)
+    return keras.Sequential(
+        [
+            keras.layers.Input((28, 28, 1)),
+            keras.layers.Conv2D(6, 5, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(16, 5, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Flatten(),
+            keras.layers.Dense(32, activation="relu"),
+            keras.layers.Dense(10),
+        ]
+    )
+
+
+def make_training_program():
+    model = lenet(0)
+    opt = keras.optimizers.SGD(0.05)
+
+    def loss_fn(logits, labels):
+        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            loss = loss_fn(logits, y)
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    return train_step, lambda: [v.numpy() for v in model.trainable_variables]
+
+
+def data(n, batch=16, seed=0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        x = tf.constant(rng.normal(size=(batch, 28, 28, 1)).astype("float32"))
+        y = tf.constant(rng.integers(0, 10, batch).astype("int32"))
+        out.append((x, y))
+    return out
+
+
+def test_lenet_training_step_matches_eager_weights():
+    batches = data(8) + [(x[:7], y[:7]) for x, y in data(2, seed=1)]  # ragged last batches
+    jitted = run_differential(make_training_program, batches, min_graph_calls=5)
+    stats = jitted.stats
+    assert stats.graphs_built <= 2
+
+
+def test_model_call_and_layers_inside_converted_function():
+    model = lenet(1)
+
+    def predict(x):
+        logits = model(x, training=False)
+        return tf.argmax(logits, axis=1), tf.nn.softmax(logits)
+
+    run_differential(lambda: (predict, lambda: None), [(x,) for x, _ in data(5, batch=4)])
+
+
+def test_user_subclassed_model_call_is_not_executed_while_generating():
+    calls = []
+
+    class Net(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.dense = keras.layers.Dense(3)
+
+        def call(self, x):
+            calls.append(1)
+            return self.dense(x)
+
+    import janus
+
+    net = Net()
+
+    @janus.jit
+    def step(x):
+        return net(x) * 2.0
+
+    x = tf.ones([2, 4])
+    for _ in range(5):
+        assert_same(net.dense(x) * 2.0, step(x))
+    assert len(calls) == 5, calls  # user call() ran only for the 5 real calls
+    assert "runs imperatively" in janus.explain(step)
