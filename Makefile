@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml setup.py requirements-dev.txt
 ops: $(OPS_STAMP)
 
 $(OPS_STAMP): $(STAMP) $(wildcard csrc/*.cc) janus/ops/build.py
-	$(PY) -m janus.ops.build
+	$(PY) -m janus.ops
 	touch $(OPS_STAMP)
 
 test: ops test-keras3 test-legacy-keras

@@ -100,8 +100,3 @@ def load() -> ModuleType:
             f"janus's op library {target} does not load into TensorFlow {tf.__version__} "
             f"(ABI mismatch?): {err}. Delete {target.parent} to force a rebuild."
         ) from err
-
-
-if __name__ == "__main__":
-    module = load()
-    print(f"janus ops ready: {module.OP_LIST.op[0].name if hasattr(module, 'OP_LIST') else module}")
