@@ -9,6 +9,7 @@ from rich.table import Table
 
 from benchmarks import core
 from benchmarks.harness import write_json
+from benchmarks.report import update_readme
 
 
 def main() -> None:
@@ -49,6 +50,9 @@ def main() -> None:
         f"({profiler['profiled_ms']:.1f} vs {profiler['eager_ms']:.1f} ms)"
     )
     console.print(f"written: {path}")
+    if not args.quick:
+        update_readme(path)
+        console.print("README.md benchmark block updated from these results")
 
 
 if __name__ == "__main__":

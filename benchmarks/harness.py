@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import os
 import platform
 import statistics
 import time
@@ -76,7 +77,9 @@ def _sync(out: object) -> object:
 
 
 def machine() -> str:
-    return f"{platform.node()} {platform.machine()} {platform.processor() or ''} cpus={tf.config.threading.get_inter_op_parallelism_threads() or 'auto'} tf={tf.__version__}".strip()  # noqa: E501
+    return (
+        f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, TensorFlow {tf.__version__}"
+    )
 
 
 def write_json(filename: str, payload: dict) -> Path:
