@@ -114,13 +114,59 @@ def test_tensor_branch_is_speculated_and_checked():
     assert "branch is" in report and "test_executor.py" in report
 
 
-def test_python_scalar_keeps_changing_goes_imperative_with_reason():
-    def f(x, lr):
-        return x * lr
+def test_python_int_that_keeps_changing_goes_imperative_with_reason():
+    def f(x, n):
+        return x * n
 
-    calls = [(tf.constant(1.0), 0.5)] * 4 + [(tf.constant(1.0), 0.1 * i) for i in range(1, 6)]
+    calls = [(tf.constant(1.0), 5)] * 4 + [(tf.constant(1.0), i) for i in range(1, 6)]
     jitted = run_differential(lambda: (f, no_state), calls)
     assert "keeps changing value" in janus.explain(jitted)
+
+
+def test_python_float_that_keeps_changing_is_relaxed_to_its_type():
+    def f(x, lr, temperature):
+        scaled = lr * 2.0 - 0.25 / temperature
+        if lr > 0.3:
+            x = x + 1.0
+        return x * scaled, scaled, lr < 1.0
+
+    xs = [tf.constant([1.0, 2.0])] * 12
+    lrs = [0.5] * 4 + [0.5 - 0.01 * i for i in range(8)]
+    calls = [(x, lr, 2.0 + lr) for x, lr in zip(xs, lrs)]
+    jitted = run_differential(lambda: (f, no_state), calls, min_graph_calls=4)
+    spec = jitted.cache.entries[0].graph.specs[1]
+    assert type(spec).__name__ == "NumberArg", janus.explain(jitted)
+    assert janus.stats(jitted)["graphs_built"] <= 4
+
+
+def test_relaxed_float_division_by_zero_raises_like_python():
+    def f(x, d):
+        return x / d, 1.0 / d
+
+    calls = [(tf.constant(1.0), 2.0 + i) for i in range(8)] + [(tf.constant(1.0), 0.0), (tf.constant(1.0), 4.0)]
+    jitted = run_differential(lambda: (f, no_state), calls, min_graph_calls=2)
+    assert janus.stats(jitted)["assumption_failures"] >= 1
+
+
+class Schedule:
+    def __init__(self):
+        self.lr = 0.1
+
+
+SCHEDULE = Schedule()
+
+
+def scaled_by_schedule(x):
+    return x * SCHEDULE.lr
+
+
+def test_heap_float_that_keeps_changing_is_fed_each_call():
+    jitted = janus.jit(scaled_by_schedule)
+    for i in range(8):
+        SCHEDULE.lr = 0.1 / (i + 1)
+        assert_same(tf.constant([2.0]) * SCHEDULE.lr, jitted(tf.constant([2.0])))
+    assert janus.stats(jitted)["graph_calls"] >= 4, janus.explain(jitted)
+    assert "value relaxed" in janus.explain(jitted)
 
 
 def test_graph_building_error_falls_back_with_logged_reason(monkeypatch, caplog):

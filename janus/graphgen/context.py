@@ -22,6 +22,7 @@ from tensorflow.python.framework.ops import EagerTensor
 from janus.executor.guards import GuardBuilder
 from janus.graphgen.codedump import CodeRecorder
 from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConvertible
+from janus.graphgen.pynumber import PyNumber
 from janus.graphgen.source import location
 from janus.graphgen.values import is_plain, is_symbolic, is_user_object
 from janus.library import is_library_class, is_library_code, is_library_object
@@ -68,6 +69,9 @@ class GenerationContext:
         """
         key = f"{what}@{loc}"
         if profiled is not None and is_plain(value) and self._varied(profiled):
+            if type(value) is float:
+                self.guard(key, f"type({path}) is float", f"{what} is a float (value relaxed)", loc)
+                return self.number_input(path)
             raise NotConvertible(f"{what} keeps changing value between calls (heap state, see [state])", loc)
         if isinstance(value, EagerTensor):
             other = self.heap_tensors.get(id(value))
@@ -102,6 +106,14 @@ class GenerationContext:
             raise NotConvertible(f"{what} is a set read from the heap", loc)
         return value
 
+    def number_input(self, path: str) -> PyNumber:
+        """A Python float re-read from ``path`` every call and fed to the graph as float64."""
+        with tf.init_scope():  # an eager tensor, captured as an input that prepare() feeds
+            placeholder_value = tf.constant(0.0, tf.float64)
+        self.heap_tensors[id(placeholder_value)] = f"{self.const(_to_float64)}({path})"
+        self._keep.append(placeholder_value)
+        return PyNumber(tf.identity(placeholder_value), float)
+
     def _varied(self, profiled: tuple) -> bool:
         """The read changed value at least twice while profiled: it keeps changing."""
         seen = [repr(o) for o in self.profile.heap_reads.get(profiled, ())]
@@ -126,6 +138,8 @@ class GenerationContext:
             for item in value.values():
                 self.check_library_argument(item, loc)
             return
+        if isinstance(value, PyNumber):
+            raise NotConvertible("a relaxed Python float passed to a library call", loc)
         if callable(value) and is_user_object(value):
             raise NotConvertible(f"user code {_describe(value)} passed to a library call", loc)
 
@@ -200,28 +214,34 @@ class GenerationContext:
             return False
         return None
 
-    def speculate(self, value: tf.Tensor, expected: bool, code: types.CodeType, node: gast.AST, what: str) -> None:
-        loc = location(code, node)
-        key = f"{what}@{loc}"
+    def check(self, make_condition: Callable[[], tf.Tensor], key: str, what: str, loc: str) -> None:
+        """Plants a JanusAssert on the scalar boolean ``make_condition()``."""
         assumption = Assumption(next(_assumption_ids), key, what, loc)
         self.assumptions[assumption.id] = assumption
         with tf.name_scope("janus_assert"):
-            condition = tf.cast(tf.reshape(value, []), tf.bool)
-            if not expected:
-                condition = tf.logical_not(condition)
+            condition = make_condition()
             self.assert_ops.append(janus_assert(condition, assumption.id))
         self.code.call("janus_assert", (condition, assumption.id), {}, None)
 
+    def speculate(self, value: tf.Tensor, expected: bool, code: types.CodeType, node: gast.AST, what: str) -> None:
+        """Speculates that the truth value of the tensor ``value`` is ``expected``."""
+        loc = location(code, node)
+
+        def condition() -> tf.Tensor:
+            truth = tf.cast(tf.reshape(value, []), tf.bool)
+            return truth if expected else tf.logical_not(truth)
+
+        self.check(condition, f"{what}@{loc}", what, loc)
+
+    def assert_nonzero(self, divisor: tf.Tensor, loc: str) -> None:
+        """Division by a relaxed float: Python raises ZeroDivisionError, so check before."""
+        self.check(lambda: tf.not_equal(divisor, 0.0), f"divisor is not zero@{loc}", "divisor is not zero", loc)
+
     def assert_constant(self, tensor: tf.Tensor, value: np.ndarray, key: str, what: str, loc: str) -> tf.Tensor:
         """Speculates that ``tensor`` equals ``value``; returns the constant to build on."""
-        assumption = Assumption(next(_assumption_ids), key, what, loc)
-        self.assumptions[assumption.id] = assumption
         constant = tf.constant(value, dtype=tensor.dtype)
-        with tf.name_scope("janus_assert"):
-            equal = tf.reduce_all(tf.equal(tensor, constant))
-            self.assert_ops.append(janus_assert(equal, assumption.id))
-        self.code.call("janus_assert_equal", (tensor, value.tolist(), assumption.id), {}, None)
-        self.code.bind(constant, f"const_{assumption.id}")
+        self.check(lambda: tf.reduce_all(tf.equal(tensor, constant)), key, what, loc)
+        self.code.bind(constant, f"const_{len(self.assumptions)}")
         return constant
 
     # ------------------------------------------------------------- library calls
@@ -253,6 +273,10 @@ def scalar_guard(path: str, value: object, const: Callable[[object], str]) -> st
     if value is None or value is Ellipsis:
         return f"{path} is {const(value)}"
     return f"type({path}) is {const(type(value))} and {path} == {value!r}"
+
+
+def _to_float64(value: float) -> tf.Tensor:
+    return tf.constant(value, tf.float64)
 
 
 def _describe(value: object) -> str:

@@ -20,7 +20,8 @@ from janus.graphgen.context import Assumption, GenerationContext, scalar_guard, 
 from janus.graphgen.errors import NotConvertible
 from janus.graphgen.interpreter import Interpreter
 from janus.graphgen.source import location
-from janus.graphgen.specs import ArgSpec, ConstArg, ObjectArg, SeqArg, TensorArg
+from janus.graphgen.pynumber import PyNumber, to_python
+from janus.graphgen.specs import ArgSpec, ConstArg, NumberArg, ObjectArg, SeqArg, TensorArg
 from janus.graphgen.values import is_symbolic
 from janus.profiler.profile import Profile
 
@@ -113,6 +114,8 @@ def _add_input_guards(
         flat.append(path)
     elif isinstance(spec, ConstArg):
         ctx.guard(f"{key}:value", scalar_guard(path, spec.value, ctx.const), f"{what} == {spec.value!r}", loc)
+    elif isinstance(spec, NumberArg):
+        ctx.guard(f"{key}:type", f"type({path}) is float", f"{what} is a float (value relaxed)", loc)
     elif isinstance(spec, SeqArg):
         kind = ctx.const(spec.type)
         described = f"{what} is a {spec.type.__name__} of length {len(spec.items)}"
@@ -129,6 +132,8 @@ def _argument_value(ctx: GenerationContext, spec: ArgSpec, path: str, what: str,
         return placeholder
     if isinstance(spec, ConstArg):
         return spec.value
+    if isinstance(spec, NumberArg):
+        return ctx.number_input(path)
     if isinstance(spec, SeqArg):
         items = [_argument_value(ctx, s, f"{path}[{j}]", f"{what}[{j}]", loc, feed) for j, s in enumerate(spec.items)]
         return ctx.mark_heap_container(items) if spec.type is list else spec.type(items)
@@ -138,6 +143,9 @@ def _argument_value(ctx: GenerationContext, spec: ArgSpec, path: str, what: str,
 
 # ------------------------------------------------------------------ results
 def _flatten_result(value: object, outputs: list, loc: str) -> tuple:
+    if isinstance(value, PyNumber):
+        outputs.append(value.tensor)
+        return ("number", (len(outputs) - 1, value.type))
     if is_symbolic(value) or isinstance(value, EagerTensor):
         outputs.append(value if is_symbolic(value) else tf.identity(value))
         return ("out", len(outputs) - 1)
@@ -168,6 +176,8 @@ def _pack(template: tuple, outs: list) -> object:
         return outs[body]
     if kind == "const":
         return body
+    if kind == "number":
+        return to_python(outs[body[0]], body[1])
     if kind == "dict":
         return {k: _pack(t, outs) for k, t in body}
     items = [_pack(t, outs) for t in body]

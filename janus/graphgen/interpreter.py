@@ -22,8 +22,10 @@ import gast
 import tensorflow as tf
 from tensorflow.python.framework.ops import EagerTensor
 
+from janus.graphgen import pynumber
 from janus.graphgen.context import GenerationContext
 from janus.graphgen.errors import NeedsStaticShape, NotConvertible
+from janus.graphgen.pynumber import PyNumber
 from janus.graphgen.source import function_ast, location
 from janus.graphgen.values import is_plain, is_safe_operand, is_symbolic, is_user_object
 from janus.library import is_library_code, is_library_object, is_user_function
@@ -376,7 +378,7 @@ class Interpreter:
             if not is_safe_operand(key):
                 raise NotConvertible("tensor indexed by a user object", loc)
             return self.ctx.record_call("getitem", operator.getitem, (base, key), {}, loc)
-        if is_symbolic(key):
+        if is_symbolic(key) or isinstance(key, PyNumber):
             raise NotConvertible("Python container indexed by a tensor", loc)
         if is_user_object(base):
             raise NotConvertible(f"subscript of user object {type(base).__name__}", loc)
@@ -402,7 +404,7 @@ class Interpreter:
                 result.update(self.eval(frame, value_node))
             else:
                 key = self.eval(frame, key_node)
-                if is_symbolic(key):
+                if is_symbolic(key) or isinstance(key, PyNumber):
                     raise NotConvertible("tensor used as a dict key", self.loc(frame, node))
                 result[key] = self.eval(frame, value_node)
         return result
@@ -579,6 +581,8 @@ class Interpreter:
             return issubclass(EagerTensor, args[1])  # what the eager value would answer
         if any(isinstance(v, LocalFunction) for v in values):
             raise NotConvertible(f"{callee.__name__}() of a local function", loc)
+        if any(isinstance(v, PyNumber) for v in values):
+            raise NotConvertible(f"{callee.__name__}() of a relaxed Python float", loc)
         if any(is_symbolic(v) for v in values) and callee not in _TENSOR_SAFE_BUILTINS:
             raise NotConvertible(f"{callee.__name__}() of a tensor needs its value", loc)
         if callee is len and args and is_symbolic(args[0]):
@@ -609,6 +613,8 @@ class Interpreter:
     # ----------------------------------------------------------------- helpers
     def operate(self, frame: Frame, node: gast.AST, op: Callable, *operands: object) -> object:
         loc = self.loc(frame, node)
+        if pynumber.involves(operands):
+            return pynumber.operate(op, operands, lambda d: self.ctx.assert_nonzero(d, loc), loc)
         if all(is_plain(v) for v in operands):
             return op(*operands)
         if not all(is_safe_operand(v) for v in operands):
@@ -617,6 +623,8 @@ class Interpreter:
 
     def iterate(self, frame: Frame, node: gast.AST, value: object) -> Iterator[object]:
         loc = self.loc(frame, node)
+        if isinstance(value, PyNumber):
+            raise NotConvertible("iteration over a relaxed Python float", loc)
         if is_symbolic(value):
             if value.shape.rank is None or value.shape[0] is None:
                 raise NeedsStaticShape("iteration over a tensor with unknown first dimension", loc)
@@ -628,6 +636,8 @@ class Interpreter:
         return iter(value)
 
     def static_truth(self, frame: Frame, node: gast.AST, value: object) -> bool:
+        if isinstance(value, PyNumber):
+            raise NotConvertible("truth value of a relaxed Python float outside an `if`", self.loc(frame, node))
         if is_user_object(value) and (hasattr(value, "__bool__") or hasattr(value, "__len__")):
             raise NotConvertible("truth value of a user object", self.loc(frame, node))
         if isinstance(value, (EagerTensor, tf.Variable)):
@@ -637,6 +647,8 @@ class Interpreter:
     def truth(self, frame: Frame, node: gast.AST, test: gast.expr, body: list, orelse: list | None) -> bool:
         """The branch an ``if``/``while`` test takes: folded if static, speculated if a tensor."""
         value = self.eval(frame, test)
+        if isinstance(value, PyNumber):
+            value = value.tensor
         if not is_symbolic(value):
             return self.static_truth(frame, node, value)
         if isinstance(node, gast.While):

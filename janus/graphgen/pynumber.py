@@ -69,7 +69,9 @@ def operate(op: Callable, operands: tuple, check_nonzero: Callable[[tf.Tensor], 
 def _with_tensor(op: Callable, left: object, right: object, tensor: tf.Tensor, loc: str) -> object:
     if tensor.dtype not in _TENSOR_DTYPES:
         raise NotConvertible(f"a relaxed Python float combined with a {tensor.dtype.name} tensor", loc)
-    cast = [tf.cast(v.tensor, tensor.dtype) if isinstance(v, PyNumber) and v.type is float else v for v in (left, right)]
+    cast = [
+        tf.cast(v.tensor, tensor.dtype) if isinstance(v, PyNumber) and v.type is float else v for v in (left, right)
+    ]
     if any(isinstance(v, PyNumber) for v in cast):
         raise NotConvertible("a relaxed Python bool combined with a tensor", loc)
     return op(*cast)

@@ -2,7 +2,8 @@
 
 The hierarchy follows the paper's Fig. 4: a tensor is specialised on its value (small
 tensors only), then its exact shape, then a partially known shape, then unknown rank.
-Python scalars are specialised on their value; objects on their identity.
+Python scalars are specialised on their value (a float that keeps failing is relaxed to
+its type); objects on their identity.
 """
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ class ConstArg:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
+class NumberArg:
+    """A Python float relaxed from its value to its type (fed as a float64 scalar)."""
+
+    type: type
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
 class ObjectArg:
     obj: object
 
@@ -40,7 +48,7 @@ class SeqArg:
     items: tuple
 
 
-ArgSpec = TensorArg | ConstArg | ObjectArg | SeqArg
+ArgSpec = TensorArg | ConstArg | NumberArg | ObjectArg | SeqArg
 
 
 def merge_shapes(shapes: Sequence[tuple | None]) -> tuple | None:
@@ -72,6 +80,8 @@ def derive(
         )
         return TensorArg(latest.dtype, shape, latest.value if constant else None)
     if isinstance(latest, ScalarObs):
+        if latest.type is float and failures(f"{path}:value") >= max_failures:
+            return NumberArg(float)
         return ConstArg(latest.type, latest.value)
     if isinstance(latest, SeqObs):
         same = [o for o in same_kind if o.type is latest.type and len(o.items) == len(latest.items)]

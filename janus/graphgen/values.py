@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework.ops import EagerTensor
 
+from janus.graphgen.pynumber import PyNumber
 from janus.library import is_library_class, is_library_object, is_user_function
 
 PLAIN_SCALARS = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis), slice)
@@ -33,6 +34,8 @@ def is_plain(value: object) -> bool:
 
 def is_safe_operand(value: object) -> bool:
     """A value whose operator methods are library code (never user code)."""
+    if isinstance(value, PyNumber):
+        return False  # only janus.graphgen.pynumber may operate on it
     if is_symbolic(value) or is_plain(value):
         return True
     if type(value) in PLAIN_CONTAINERS:
