@@ -19,8 +19,8 @@ from janus.executor.guards import GuardBuilder
 from janus.graphgen.context import Assumption, GenerationContext, scalar_guard, tensor_guard
 from janus.graphgen.errors import NotConvertible
 from janus.graphgen.interpreter import Interpreter
-from janus.graphgen.source import location
 from janus.graphgen.pynumber import PyNumber, to_python
+from janus.graphgen.source import location
 from janus.graphgen.specs import ArgSpec, ConstArg, NumberArg, ObjectArg, SeqArg, TensorArg
 from janus.graphgen.values import is_symbolic
 from janus.profiler.profile import Profile
