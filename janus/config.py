@@ -16,11 +16,17 @@ class Config:
             (the paper's default is 3).
         max_failures: failures of one assumption before janus stops speculating on it.
         max_graphs: graphs kept per function; past it the function runs imperatively.
-        small_tensor_elements: tensors with at most this many elements whose value stayed
-            constant while profiling are specialised to constants (checked by a JanusAssert).
+        small_tensor_elements: integer/bool tensors with at most this many elements whose value
+            stayed constant while profiling are specialised to constants (checked by a JanusAssert).
+            Float tensors never are: a constant would cut their gradients.
         log_level: level of the ``janus`` logger ("warning", "info", "debug").
         dump_dir: when set, generated code (``ast.unparse``) and graphs are written here.
         disabled: every jit is a pass-through (``JANUS_DISABLE=1``).
+        speculate_branches: inline the side of a tensor ``if`` that every profiled call took,
+            behind a JanusAssert (off: always ``tf.cond``). An ablation switch.
+        unroll_loops: unroll loops whose trip count was fixed while profiling (or is fixed by
+            a guarded shape), behind a JanusAssert (off: always ``tf.while_loop``). An ablation switch.
+        max_unroll: loops longer than this are converted to ``tf.while_loop`` instead.
     """
 
     profile_calls: int = 3
@@ -30,6 +36,9 @@ class Config:
     log_level: str = "warning"
     dump_dir: str | None = None
     disabled: bool = False
+    speculate_branches: bool = True
+    unroll_loops: bool = True
+    max_unroll: int = 256
 
     def __setattr__(self, name: str, value: object) -> None:
         if name not in {f.name for f in dataclasses.fields(self)}:

@@ -180,7 +180,7 @@ class JitFunction:
             return
         while True:
             try:
-                graph = generate(self.fn, self.params, self._specs(), self.profile)
+                graph = generate(self.fn, self.params, self._specs(), self.profile, self.failures.__getitem__)
             except NeedsStaticShape as err:
                 if self._exact_shapes:
                     self._go_imperative(err.reason, err.location)

@@ -80,3 +80,44 @@ def test_observe_sequences_and_small_values():
     assert obs.items[0].value is not None  # small tensors keep their value
     big = observe(tf.zeros([100]))
     assert big.value is None
+
+
+def loops(n, x):
+    i = 0
+    while i < n:
+        i += 1
+    for _ in range(n):
+        for _ in range(2):
+            x = x + 1
+    return x
+
+
+def test_trip_counts_per_loop_execution():
+    profile = Profile()
+    for n in (3, 3, 0):
+        profiled_call(profile, loops, (n, 0), {}, ())
+    code, first = loops.__code__, loops.__code__.co_firstlineno
+    assert profile.trip_counts[(code, first + 2)] == [3, 3, 0]  # while
+    assert profile.trip_counts[(code, first + 4)] == [3, 3, 0]  # outer for
+    assert profile.trip_counts[(code, first + 5)] == [2] * 6  # inner for, once per outer iteration
+    assert profile.fixed_trip_count(code, first + 5) == 2
+    assert profile.fixed_trip_count(code, first + 2) is None
+
+
+def branchy(xs):
+    out = []
+    for x in xs:
+        if x > 1:
+            out.append(x)
+        elif x < 0:
+            out.append(-x)
+    return out
+
+
+def test_branch_outcome_sequences_per_call():
+    profile = Profile()
+    profiled_call(profile, branchy, ([0, 2, -1],), {}, ())
+    profiled_call(profile, branchy, ([3],), {}, ())
+    first = branchy.__code__.co_firstlineno
+    assert profile.branch_sequences(branchy.__code__, first + 3) == [(False, True, False), (True,)]
+    assert profile.branch_sequences(branchy.__code__, first + 5) == [(False, True), ()]

@@ -19,6 +19,7 @@ class CodeRecorder:
         self.body: list[ast.stmt] = []
         self._names: dict[int, str] = {}
         self._keep: list[object] = []  # keeps recorded values alive so ids stay unique
+        self.muted = 0  # > 0 while a throwaway trace runs
 
     def bind(self, value: object, name: str) -> None:
         self._names[id(value)] = name
@@ -46,6 +47,8 @@ class CodeRecorder:
         return ast.Name("_", ast.Store())
 
     def call(self, label: str, args: tuple, kwargs: dict, result: object) -> None:
+        if self.muted:
+            return
         call = ast.Call(
             ast.Name(label, ast.Load()),
             [self._expr(a) for a in args],

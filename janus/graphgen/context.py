@@ -8,11 +8,12 @@ adds a ``JanusAssert``. The executor later counts failures per assumption *key*
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import itertools
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import gast
 import numpy as np
@@ -22,6 +23,7 @@ from tensorflow.python.framework.ops import EagerTensor
 from janus.executor.guards import GuardBuilder
 from janus.graphgen.codedump import CodeRecorder
 from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConvertible
+from janus.graphgen.ordering import order_state_writes
 from janus.graphgen.pynumber import PyNumber
 from janus.graphgen.source import location
 from janus.graphgen.values import is_plain, is_symbolic, is_user_object
@@ -43,14 +45,20 @@ class Assumption:
 
 
 class GenerationContext:
-    def __init__(self, profile: Profile, code_name: str, params: list[str]) -> None:
+    def __init__(
+        self, profile: Profile, code_name: str, params: list[str], failures: Callable[[str], int] = lambda key: 0
+    ) -> None:
         self.profile = profile
+        self.failures = failures
         self.guards = GuardBuilder()
         self.assumptions: dict[int, Assumption] = {}
         self.assert_ops: list[tf.Operation] = []
         self.heap_tensors: dict[int, str] = {}  # id(eager tensor) -> path expression
         self._heap_containers: set[int] = set()
         self._paths: dict[int, str] = {}  # id(guarded object) -> a path that re-reads it
+        self.region_depth = 0  # > 0 while tracing a cond branch or loop body
+        self._site_positions: dict[tuple, int] = {}
+        self._invalid_sites: set[tuple] = set()
         self._keep: list[object] = []
         self.code = CodeRecorder(code_name, params)
 
@@ -124,6 +132,13 @@ class GenerationContext:
         self._keep.append(snapshot)
         return snapshot
 
+    def is_heap_container(self, container: object) -> bool:
+        return id(container) in self._heap_containers
+
+    def failed(self, key: str) -> bool:
+        """Whether an assumption with this key has failed before (then it is not made again)."""
+        return self.failures(key) > 0
+
     def check_local_mutation(self, container: object, loc: str, method: str = "") -> None:
         if id(container) in self._heap_containers and method not in _READ_ONLY_METHODS:
             raise NotConvertible("mutation of a list or dict that lives on the heap", loc)
@@ -138,8 +153,6 @@ class GenerationContext:
             for item in value.values():
                 self.check_library_argument(item, loc)
             return
-        if isinstance(value, PyNumber):
-            raise NotConvertible("a relaxed Python float passed to a library call", loc)
         if callable(value) and is_user_object(value):
             raise NotConvertible(f"user code {_describe(value)} passed to a library call", loc)
 
@@ -200,18 +213,65 @@ class GenerationContext:
             raise NotConvertible(f"attribute {attr} of an object janus cannot re-read", loc)
         return self.read_heap(value, f"{path}.{attr}", f"attribute {attr}", loc, profiled)
 
+    # ------------------------------------------------------------- nested graphs
+    @contextlib.contextmanager
+    def nested_graph(self) -> Iterator[list[tf.Operation]]:
+        """Inside a cond branch or loop body: its assertions order its own state updates."""
+        outer, inner = self.assert_ops, []
+        self.assert_ops = inner
+        self.region_depth += 1
+        try:
+            yield inner
+            order_state_writes(tf.compat.v1.get_default_graph(), inner)
+        finally:
+            self.assert_ops = outer
+            self.region_depth -= 1
+
+    @contextlib.contextmanager
+    def trial(self) -> Iterator[None]:
+        """A throwaway trace (to learn shapes before building a loop): leaves no assertions behind."""
+        outer_asserts, known = self.assert_ops, set(self.assumptions)
+        self.assert_ops = []
+        self.code.muted += 1
+        self.region_depth += 1
+        try:
+            yield
+        finally:
+            self.assert_ops = outer_asserts
+            self.code.muted -= 1
+            self.region_depth -= 1
+            for key in set(self.assumptions) - known:
+                del self.assumptions[key]
+
     # ------------------------------------------------------------- in-graph speculation
-    def profiled_branch(self, code: types.CodeType, node: gast.AST, body: list, orelse: list | None) -> bool | None:
-        """Which side of a branch every profiled execution took, or None if mixed/unknown."""
-        header = self.profile.hits(code, node.lineno)
-        first_body = body[0].lineno if body else None
-        if header == 0 or first_body is None or first_body == node.lineno:
+    def branch_position(self, code: types.CodeType, node: gast.AST) -> int | None:
+        """Counts an evaluation of the ``if`` at ``node``: its index in the profiled outcome sequences.
+
+        Inside a converted region (a cond branch or loop body traced once for many runs)
+        positions stop meaning anything, so that site only uses always-the-same outcomes.
+        """
+        site = (code, node.lineno)
+        if self.region_depth:
+            self._invalid_sites.add(site)
+        if site in self._invalid_sites:
             return None
-        taken = self.profile.hits(code, first_body)
-        if taken == header:
-            return True
-        if taken == 0:
-            return False
+        position = self._site_positions.get(site, 0)
+        self._site_positions[site] = position + 1
+        return position
+
+    def profiled_branch(self, code: types.CodeType, node: gast.AST, position: int | None) -> bool | None:
+        """The outcome to speculate for this evaluation of an ``if``, or None for a real tf.cond.
+
+        A branch that went the same way every time is speculated; so is one whose sequence
+        of outcomes was identical in every profiled call (e.g. an ``if`` in an unrolled
+        loop that breaks at the same iteration), position by position.
+        """
+        sequences = self.profile.branch_sequences(code, node.lineno)
+        outcomes = {o for seq in sequences for o in seq}
+        if len(outcomes) == 1:
+            return outcomes.pop()
+        if position is not None and outcomes and len(set(sequences)) == 1 and position < len(sequences[0]):
+            return sequences[0][position]
         return None
 
     def check(self, make_condition: Callable[[], tf.Tensor], key: str, what: str, loc: str) -> None:

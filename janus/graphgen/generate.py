@@ -17,18 +17,15 @@ from tensorflow.python.framework.ops import EagerTensor
 
 from janus.executor.guards import GuardBuilder
 from janus.graphgen.context import Assumption, GenerationContext, scalar_guard, tensor_guard
+from janus.graphgen.control_flow import TensorList
 from janus.graphgen.errors import NotConvertible
 from janus.graphgen.interpreter import Interpreter
+from janus.graphgen.ordering import is_state_write, order_state_writes
 from janus.graphgen.pynumber import PyNumber, to_python
 from janus.graphgen.source import location
 from janus.graphgen.specs import ArgSpec, ConstArg, NumberArg, ObjectArg, SeqArg, TensorArg
 from janus.graphgen.values import is_symbolic
 from janus.profiler.profile import Profile
-
-# Stateful ops that only read state: they may run before an assumption is checked.
-_STATE_READS = frozenset(
-    {"ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VariableShape", "VarIsInitializedOp", "JanusAssert"}
-)
 
 
 @dataclasses.dataclass
@@ -49,9 +46,15 @@ class GeneratedGraph:
     build_seconds: float
 
 
-def generate(func: types.FunctionType, params: list[str], specs: list[ArgSpec], profile: Profile) -> GeneratedGraph:
+def generate(
+    func: types.FunctionType,
+    params: list[str],
+    specs: list[ArgSpec],
+    profile: Profile,
+    failures: Callable[[str], int] = lambda key: 0,
+) -> GeneratedGraph:
     started = time.perf_counter()
-    ctx = GenerationContext(profile, f"{func.__name__}__janus", [f"a{i}" for i in range(len(params))])
+    ctx = GenerationContext(profile, f"{func.__name__}__janus", [f"a{i}" for i in range(len(params))], failures)
     loc = location(func.__code__)
     signature: list[tf.TensorSpec] = []
     flat_inputs: list[str] = []
@@ -71,10 +74,11 @@ def generate(func: types.FunctionType, params: list[str], specs: list[ArgSpec], 
         result = Interpreter(ctx).run(func, arguments)
         outputs: list[tf.Tensor] = []
         template.append(_flatten_result(result, outputs, loc))
-        _order_state_writes(tf.compat.v1.get_default_graph(), ctx.assert_ops)
+        order_state_writes(tf.compat.v1.get_default_graph(), ctx.assert_ops)
         ctx.code.returns(outputs)
         return outputs
 
+    driver.__name__ = f"{func.__name__}_janus"
     concrete = tf.function(driver, input_signature=signature, autograph=False).get_concrete_function()
     heap_paths = ctx.heap_tensors
     captures = []
@@ -82,7 +86,7 @@ def generate(func: types.FunctionType, params: list[str], specs: list[ArgSpec], 
         path = heap_paths.get(id(captured))
         captures.append(path if path is not None else ctx.const(captured))
     prepare = ctx.guards.compile(len(params), flat_inputs + captures)
-    writes = sum(1 for op in concrete.graph.get_operations() if _is_state_write(op))
+    writes = sum(1 for op in concrete.graph.get_operations() if is_state_write(op))
     return GeneratedGraph(
         concrete=concrete,
         function_name=concrete._inference_function.name.decode()
@@ -157,6 +161,8 @@ def _flatten_result(value: object, outputs: list, loc: str) -> tuple:
         raise NotConvertible(f"returns a {type(value).__name__}, which would be shared across calls", loc)
     if isinstance(value, tf.Tensor):
         raise NotConvertible(f"returns an unsupported tensor type {type(value).__name__}", loc)
+    if isinstance(value, TensorList):
+        raise NotConvertible("returns a list whose length is only known at run time", loc)
     return ("const", value)
 
 
@@ -182,29 +188,3 @@ def _pack(template: tuple, outs: list) -> object:
         return {k: _pack(t, outs) for k, t in body}
     items = [_pack(t, outs) for t in body]
     return items if kind == "list" else tuple(items)
-
-
-# ------------------------------------------------------------------ state ordering
-def _is_state_write(op: tf.Operation) -> bool:
-    if op.type in _STATE_READS or not op._is_stateful:
-        return False
-    return op.type == "PrintV2" or any(t.dtype == tf.resource for t in op.inputs)
-
-
-def _order_state_writes(graph: tf.Graph, assert_ops: list[tf.Operation]) -> None:
-    """Makes every TF state update wait for every JanusAssert: all-or-nothing for variables."""
-    if not assert_ops:
-        return
-    ancestors: set[tf.Operation] = set()
-    pending = list(assert_ops)
-    while pending:
-        op = pending.pop()
-        for parent in [t.op for t in op.inputs] + list(op.control_inputs):
-            if parent not in ancestors:
-                ancestors.add(parent)
-                pending.append(parent)
-    for op in graph.get_operations():
-        if _is_state_write(op):
-            if op in ancestors:
-                raise NotConvertible(f"an assumption depends on the state update {op.type}")
-            op._add_control_inputs([a for a in assert_ops if a not in op.control_inputs])

@@ -22,8 +22,10 @@ import gast
 import tensorflow as tf
 from tensorflow.python.framework.ops import EagerTensor
 
-from janus.graphgen import pynumber
+from janus.config import config
+from janus.graphgen import control_flow, pynumber
 from janus.graphgen.context import GenerationContext
+from janus.graphgen.control_flow import SymbolicRange, TensorList
 from janus.graphgen.errors import NeedsStaticShape, NotConvertible
 from janus.graphgen.pynumber import PyNumber
 from janus.graphgen.source import function_ast, location
@@ -161,7 +163,7 @@ class Interpreter:
     def _run_body(self, frame: Frame, body: list) -> object:
         self.stack.append(frame.code)
         try:
-            self.exec_block(frame, body)
+            self.exec_block(frame, body, tail=True)
         except _Return as ret:
             return ret.value
         finally:
@@ -169,9 +171,31 @@ class Interpreter:
         return None
 
     # ----------------------------------------------------------------- statements
-    def exec_block(self, frame: Frame, body: list) -> None:
-        for stmt in body:
-            self.exec_stmt(frame, stmt)
+    def exec_block(self, frame: Frame, body: list, tail: bool = False) -> None:
+        """Runs ``body``; ``tail`` says nothing follows it in the function (falling off returns None)."""
+        for i, stmt in enumerate(body):
+            if isinstance(stmt, gast.If):
+                if self._stmt_If(frame, stmt, body[i + 1 :], tail):
+                    return
+            else:
+                self.exec_stmt(frame, stmt)
+
+    def scope(self, frame: Frame) -> Frame:
+        """A copy of ``frame`` for a branch or loop body traced into its own graph."""
+        return Frame(frame.code, frame.func_globals, frame.cells, dict(frame.locals))
+
+    def run_block_for_return(self, frame: Frame, body: list, tail: bool, loc: str) -> object:
+        """Runs a block that must end the function; its return value (None at the function's end)."""
+        try:
+            self.exec_block(frame, body, tail)
+        except _Return as ret:
+            return ret.value
+        if tail:
+            return None
+        raise NotConvertible("a tensor-dependent `if` returns on one path only", loc)
+
+    def raise_return(self, value: object) -> None:
+        raise _Return(value)
 
     def exec_stmt(self, frame: Frame, node: gast.stmt) -> None:
         method = getattr(self, f"_stmt_{type(node).__name__}", None)
@@ -220,16 +244,37 @@ class Interpreter:
             raise NotConvertible("decorated local function", self.loc(frame, node))
         frame.locals[node.name] = self._local_function(frame, node)
 
-    def _stmt_If(self, frame: Frame, node: gast.If) -> None:
-        taken = self.truth(frame, node, node.test, node.body, node.orelse)
-        self.exec_block(frame, node.body if taken else node.orelse)
+    def _stmt_If(self, frame: Frame, node: gast.If, rest: list = (), tail: bool = False) -> bool:
+        """Folds, speculates or converts an ``if``; True when it consumed ``rest`` (see convert_cond)."""
+        value = self.eval(frame, node.test)
+        if isinstance(value, PyNumber):
+            value = value.tensor
+        position = self.ctx.branch_position(frame.code, node)
+        branch_tail = tail and not rest
+        if not is_symbolic(value):
+            self.exec_block(frame, node.body if self.static_truth(frame, node, value) else node.orelse, branch_tail)
+            return False
+        taken = self.ctx.profiled_branch(frame.code, node, position) if config.speculate_branches else None
+        if taken is None:
+            return control_flow.convert_cond(self, frame, node, value, list(rest), tail)
+        self.ctx.speculate(value, taken, frame.code, node, f"branch is {'taken' if taken else 'not taken'}")
+        self.exec_block(frame, node.body if taken else node.orelse, branch_tail)
+        return False
 
     def _stmt_For(self, frame: Frame, node: gast.For) -> None:
         iterable = self.eval(frame, node.iter)
+        loc = self.loc(frame, node)
+        items = self._for_items(frame, node, iterable, loc)
+        if isinstance(items, control_flow.LoopPlan):
+            control_flow.convert_loop(self, frame, node, items)
+            return
+        self._unrolled(frame, node, items, loc)
+
+    def _unrolled(self, frame: Frame, node: gast.For, items: Iterator[object], loc: str) -> None:
         broke = False
-        for count, item in enumerate(self.iterate(frame, node, iterable)):
+        for count, item in enumerate(items):
             if count >= MAX_STATIC_ITERATIONS:
-                raise NotConvertible("loop too long to unroll", self.loc(frame, node))
+                raise NotConvertible("loop too long to unroll", loc)
             self.assign(frame, node.target, item)
             try:
                 self.exec_block(frame, node.body)
@@ -241,13 +286,73 @@ class Interpreter:
         if not broke:
             self.exec_block(frame, node.orelse)
 
+    def _for_items(self, frame: Frame, node: gast.For, iterable: object, loc: str):
+        """Static items to unroll over, or a LoopPlan for tf.while_loop."""
+        if isinstance(iterable, SymbolicRange):
+            return self._range_items(frame, node, iterable, loc)
+        if not is_symbolic(iterable):
+            return self.iterate(frame, node, iterable)
+        x = iterable
+        if x.shape.rank == 0:
+            raise NotConvertible("iteration over a scalar tensor", loc)
+        static_count = x.shape[0] if x.shape.rank is not None else None
+        if static_count is not None and config.unroll_loops and static_count <= config.max_unroll:
+            return iter(self.ctx.record_call("unstack", tf.unstack, (x,), {}, loc))
+        count = tf.shape(x, out_type=tf.int32)[0]
+        profiled = self.ctx.profile.fixed_trip_count(frame.code, node.lineno)
+        if static_count is None and self._may_unroll(profiled, frame, node):
+            self.ctx.check(lambda: tf.equal(count, profiled), self._trip_key(frame, node, profiled),
+                           f"loop runs {profiled} times", loc)  # fmt: skip
+            return iter([x[i] for i in range(profiled)])
+        return control_flow.LoopPlan(count, lambda i: tf.gather(x, i), node.target)
+
+    def _range_items(self, frame: Frame, node: gast.For, r: SymbolicRange, loc: str):
+        count = r.length()
+        profiled = self.ctx.profile.fixed_trip_count(frame.code, node.lineno)
+        if self._may_unroll(profiled, frame, node):
+            self.ctx.check(lambda: tf.equal(count, profiled), self._trip_key(frame, node, profiled),
+                           f"loop runs {profiled} times", loc)  # fmt: skip
+            return iter([r.item(i) for i in range(profiled)])
+        return control_flow.LoopPlan(tf.cast(count, tf.int32), r.item, node.target)
+
+    def _may_unroll(self, profiled: int | None, frame: Frame, node: gast.AST) -> bool:
+        return (
+            profiled is not None
+            and config.unroll_loops
+            and profiled <= config.max_unroll
+            and not self.ctx.failed(self._trip_key(frame, node, profiled))
+        )
+
+    def _trip_key(self, frame: Frame, node: gast.AST, count: int | None) -> str:
+        return f"loop trip count@{self.loc(frame, node)}"
+
     def _stmt_While(self, frame: Frame, node: gast.While) -> None:
+        loc = self.loc(frame, node)
         count = 0
         broke = False
-        while self.truth(frame, node, node.test, node.body, None):
+        planned: int | None = None
+        while True:
+            value = self.eval(frame, node.test)
+            if isinstance(value, PyNumber):
+                value = value.tensor
+            if is_symbolic(value):
+                if planned is None:
+                    profiled = self.ctx.profile.fixed_trip_count(frame.code, node.lineno)
+                    if count > 0 or not self._may_unroll(profiled, frame, node):
+                        if count > 0:
+                            raise NotConvertible("a `while` test that becomes a tensor mid-loop", loc)
+                        control_flow.convert_loop(self, frame, node, control_flow.LoopPlan(None, None, None))
+                        return
+                    planned = profiled
+                go_on = count < planned
+                self.ctx.speculate(value, go_on, frame.code, node, f"loop runs {planned} times")
+            else:
+                go_on = self.static_truth(frame, node, value)
+            if not go_on:
+                break
             count += 1
             if count > MAX_STATIC_ITERATIONS:
-                raise NotConvertible("loop too long to unroll", self.loc(frame, node))
+                raise NotConvertible("loop too long to unroll", loc)
             try:
                 self.exec_block(frame, node.body)
             except _Break:
@@ -374,6 +479,12 @@ class Interpreter:
         base = self.eval(frame, node.value)
         key = self.eval(frame, node.slice)
         loc = self.loc(frame, node)
+        if isinstance(base, TensorList):
+            if key == -1:
+                return base.last()
+            raise NotConvertible("indexing a list built in a converted loop (other than [-1])", loc)
+        if isinstance(key, PyNumber) and (is_symbolic(base) or isinstance(base, (tf.Variable, EagerTensor))):
+            key = pynumber.as_index(key, loc)
         if is_symbolic(base) or isinstance(base, (tf.Variable, EagerTensor)):
             if not is_safe_operand(key):
                 raise NotConvertible("tensor indexed by a user object", loc)
@@ -424,21 +535,35 @@ class Interpreter:
     def _expr_UnaryOp(self, frame: Frame, node: gast.UnaryOp) -> object:
         operand = self.eval(frame, node.operand)
         if isinstance(node.op, gast.Not):
+            if isinstance(operand, PyNumber) and operand.type is bool:
+                return PyNumber(tf.logical_not(operand.tensor), bool)
             if is_symbolic(operand):
-                raise NotConvertible("`not` on a tensor (dynamic control flow)", self.loc(frame, node))
+                return PyNumber(tf.logical_not(tf.cast(tf.reshape(operand, []), tf.bool)), bool)
             return not self.static_truth(frame, node, operand)
         return self.operate(frame, node, _UNARY[type(node.op)], operand)
 
     def _expr_BoolOp(self, frame: Frame, node: gast.BoolOp) -> object:
+        return self._bool_op(frame, node, node.values)
+
+    def _bool_op(self, frame: Frame, node: gast.BoolOp, operands: list) -> object:
         is_and = isinstance(node.op, gast.And)
-        value = None
-        for operand_node in node.values:
-            value = self.eval(frame, operand_node)
-            if is_symbolic(value):
-                raise NotConvertible("`and`/`or` on a tensor (dynamic control flow)", self.loc(frame, node))
-            if self.static_truth(frame, node, value) != is_and:
+        value = self.eval(frame, operands[0])
+        if len(operands) == 1:
+            return value
+        if is_symbolic(value) or isinstance(value, PyNumber):
+            truth = value.tensor if isinstance(value, PyNumber) else value
+
+            def rest(scope: Frame) -> object:
+                return self._bool_op(scope, node, operands[1:])
+
+            def keep(scope: Frame) -> object:
                 return value
-        return value
+
+            then, otherwise = (rest, keep) if is_and else (keep, rest)
+            return control_flow.convert_select(self, frame, node, truth, then, otherwise)
+        if self.static_truth(frame, node, value) != is_and:
+            return value
+        return self._bool_op(frame, node, operands[1:])
 
     def _expr_Compare(self, frame: Frame, node: gast.Compare) -> object:
         left = self.eval(frame, node.left)
@@ -463,8 +588,17 @@ class Interpreter:
 
     def _expr_IfExp(self, frame: Frame, node: gast.IfExp) -> object:
         test = self.eval(frame, node.test)
+        if isinstance(test, PyNumber):
+            test = test.tensor
         if is_symbolic(test):
-            raise NotConvertible("conditional expression on a tensor", self.loc(frame, node))
+            return control_flow.convert_select(
+                self,
+                frame,
+                node,
+                test,
+                lambda scope: self.eval(scope, node.body),
+                lambda scope: self.eval(scope, node.orelse),
+            )
         return self.eval(frame, node.body if self.static_truth(frame, node, test) else node.orelse)
 
     def _expr_NamedExpr(self, frame: Frame, node: gast.NamedExpr) -> object:
@@ -565,10 +699,40 @@ class Interpreter:
         if not is_library_object(callee):
             kind = "class" if isinstance(callee, type) else type(callee).__name__
             raise NotConvertible(f"call of user {kind} {getattr(callee, '__qualname__', '')}".rstrip(), loc)
+        if any(isinstance(v, TensorList) for v in (*args, *kwargs.values())):
+            return self._tensor_list_call(callee, args, kwargs, loc)
+        args = [self._library_value(v, loc) for v in args]
+        kwargs = {k: self._library_value(v, loc) for k, v in kwargs.items()}
         for value in (*args, *kwargs.values()):
             self.ctx.check_library_argument(value, loc)
         label = getattr(callee, "__qualname__", None) or type(callee).__qualname__
         return self.ctx.record_call(label, callee, tuple(args), kwargs, loc)
+
+    def _library_value(self, value: object, loc: str) -> object:
+        """A Python number unknown while generating, as eager's convert_to_tensor would make it."""
+        if isinstance(value, PyNumber):
+            return pynumber.as_default_tensor(
+                value, lambda c: self.ctx.check(c, f"int32 range@{loc}", "fits int32", loc)
+            )
+        if type(value) in (list, tuple):
+            return type(value)(self._library_value(v, loc) for v in value)
+        return value
+
+    def _tensor_list_call(self, callee: object, args: list, kwargs: dict, loc: str) -> tf.Tensor:
+        """``tf.stack``/``tf.concat`` (axis 0) of a list built in a converted loop read its TensorArray."""
+        axis = kwargs.get("axis", args[1] if len(args) > 1 else 0)
+        if callee in (tf.stack, tf.concat) and isinstance(args[0], TensorList) and axis == 0 and len(args) <= 2:
+            tensor_list: TensorList = args[0]
+
+            def nonempty(size: tf.Tensor) -> None:
+                self.ctx.check(lambda: size > 0, f"list is not empty@{loc}", "stacked list is not empty", loc)
+
+            stacked = tensor_list.stacked(nonempty)
+            if callee is tf.concat:
+                shape = tf.shape(stacked)
+                stacked = tf.reshape(stacked, tf.concat([[shape[0] * shape[1]], shape[2:]], 0))
+            return stacked
+        raise NotConvertible("a list built in a converted loop passed to a library call other than stack/concat", loc)
 
     def _call_builtin(self, callee: Callable, args: list, kwargs: dict, loc: str) -> object:
         if callee not in _PURE_BUILTINS:
@@ -581,8 +745,15 @@ class Interpreter:
             return issubclass(EagerTensor, args[1])  # what the eager value would answer
         if any(isinstance(v, LocalFunction) for v in values):
             raise NotConvertible(f"{callee.__name__}() of a local function", loc)
+        if callee is range and any(is_symbolic(v) or isinstance(v, PyNumber) for v in args) and not kwargs:
+            bounds = [0, args[0], 1] if len(args) == 1 else [*args, 1][:3]
+            return SymbolicRange(*bounds, loc=loc)
+        if callee is len and len(args) == 1 and isinstance(args[0], TensorList):
+            return PyNumber(tf.cast(args[0].size, tf.int64), int)
+        if any(isinstance(v, TensorList) for v in values):
+            raise NotConvertible(f"{callee.__name__}() of a list built in a converted loop", loc)
         if any(isinstance(v, PyNumber) for v in values):
-            raise NotConvertible(f"{callee.__name__}() of a relaxed Python float", loc)
+            raise NotConvertible(f"{callee.__name__}() of a Python number unknown while generating", loc)
         if any(is_symbolic(v) for v in values) and callee not in _TENSOR_SAFE_BUILTINS:
             raise NotConvertible(f"{callee.__name__}() of a tensor needs its value", loc)
         if callee is len and args and is_symbolic(args[0]):
@@ -643,21 +814,6 @@ class Interpreter:
         if isinstance(value, (EagerTensor, tf.Variable)):
             raise NotConvertible("truth value of a tensor read from the heap", self.loc(frame, node))
         return bool(value)
-
-    def truth(self, frame: Frame, node: gast.AST, test: gast.expr, body: list, orelse: list | None) -> bool:
-        """The branch an ``if``/``while`` test takes: folded if static, speculated if a tensor."""
-        value = self.eval(frame, test)
-        if isinstance(value, PyNumber):
-            value = value.tensor
-        if not is_symbolic(value):
-            return self.static_truth(frame, node, value)
-        if isinstance(node, gast.While):
-            raise NotConvertible("`while` on a tensor condition (dynamic loop)", self.loc(frame, node))
-        taken = self.ctx.profiled_branch(frame.code, node, body, orelse)
-        if taken is None:
-            raise NotConvertible("branch on a tensor took both sides while profiling", self.loc(frame, node))
-        self.ctx.speculate(value, taken, frame.code, node, f"branch is {'taken' if taken else 'not taken'}")
-        return taken
 
     def loc(self, frame: Frame, node: gast.AST) -> str:
         return location(frame.code, node)

@@ -1,18 +1,27 @@
-"""Python floats relaxed from value to type: ``PyNumber``, a float64 scalar with Python semantics.
+"""Python numbers whose value is not known while generating: ``PyNumber``.
 
-When a Python float keeps changing (a learning rate schedule, a temperature), janus stops
-specialising on its value and feeds it to the graph as a float64 scalar instead. Only
-operations whose result is bit-for-bit what Python computes are converted:
+Two sources produce them:
 
-* ``+ - * /`` and unary ``-``/``abs`` between PyNumbers and Python numbers (IEEE double
-  arithmetic, as CPython's); division gets a ``JanusAssert`` that the divisor is not zero,
-  so Python's ``ZeroDivisionError`` is raised by the eager re-run;
+* a Python ``float`` relaxed from value to type (a learning-rate schedule, a temperature):
+  it is fed to the graph as a float64 scalar;
+* the index of a loop converted to ``tf.while_loop`` (``for i in range(n)``) and the
+  truth value of a tensor (``not t``): int64 and bool scalars.
+
+Only operations whose result is exactly what Python computes are converted:
+
+* ``+ - * /``, unary ``-`` and ``abs`` on floats (IEEE double arithmetic, as CPython's);
+* ``+ -`` on ints, ``//`` and ``%`` on ints (floor semantics, as Python's), ``/`` of ints;
 * comparisons, giving a PyNumber of Python type ``bool``;
-* operators with a float32/float64 tensor, where the float is cast to the tensor's dtype
-  exactly as eager's ``convert_to_tensor`` rounds it.
+* operators with a float32/float64 (or, for ints, int32/int64) tensor, where the number is
+  cast to the tensor's dtype exactly as eager's ``convert_to_tensor`` would convert it;
+* arguments of library calls, converted as ``convert_to_tensor`` converts a Python number
+  with no dtype hint (float32, int32, bool); a call that hints another dtype then fails
+  while generating, and the function runs imperatively.
 
-Anything else (``**``, ``//``, ``%``, library calls, indexing, ``range``) raises
-``NotConvertible``, so a PyNumber can never be silently misused.
+Division and modulo get a ``JanusAssert`` that the divisor is not zero, so Python's
+``ZeroDivisionError`` comes from the eager re-run. Anything else (``**``, int ``*``,
+builtins, indexing Python lists) raises ``NotConvertible``, so a PyNumber is never
+silently misused.
 """
 
 from __future__ import annotations
@@ -25,16 +34,25 @@ import tensorflow as tf
 
 from janus.graphgen.errors import NotConvertible
 
-_ARITHMETIC = {operator.add, operator.sub, operator.mul, operator.truediv, operator.iadd, operator.isub,
-               operator.imul, operator.itruediv}  # fmt: skip
 _COMPARISONS = {operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge}
-_DIVISIONS = {operator.truediv, operator.itruediv}
-_TENSOR_DTYPES = (tf.float32, tf.float64)
+_FLOAT_OPS = {operator.add, operator.sub, operator.mul, operator.truediv}
+_INT_OPS = {operator.add, operator.sub, operator.truediv, operator.floordiv, operator.mod}
+_DIVISIONS = {operator.truediv, operator.floordiv, operator.mod}
+_INPLACE = {
+    operator.iadd: operator.add,
+    operator.isub: operator.sub,
+    operator.imul: operator.mul,
+    operator.itruediv: operator.truediv,
+    operator.ifloordiv: operator.floordiv,
+    operator.imod: operator.mod,
+}
+_TENSOR_DTYPES = {float: (tf.float32, tf.float64), int: (tf.float32, tf.float64, tf.int32, tf.int64)}
+_INT_LIMIT = 2**31  # plain ints combined with int PyNumbers: sums stay far from int64 overflow
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class PyNumber:
-    """A Python ``float`` (or the ``bool`` of a comparison) held as a float64/bool scalar tensor."""
+    """A Python ``float``/``int``/``bool`` held as a float64/int64/bool scalar tensor."""
 
     tensor: tf.Tensor
     type: type
@@ -46,43 +64,93 @@ def involves(operands: tuple) -> bool:
 
 def operate(op: Callable, operands: tuple, check_nonzero: Callable[[tf.Tensor], None], loc: str) -> object:
     """Applies ``op`` with Python semantics, or raises NotConvertible."""
+    op = _INPLACE.get(op, op)
     if len(operands) == 1:
         (value,) = operands
-        if op in (operator.neg, abs) and value.type is float:
-            return PyNumber(-value.tensor if op is operator.neg else tf.abs(value.tensor), float)
-        raise NotConvertible(f"{op.__name__} of a relaxed Python float", loc)
-    left, right = operands
+        if op in (operator.neg, abs) and value.type in (int, float):
+            return PyNumber(-value.tensor if op is operator.neg else tf.abs(value.tensor), value.type)
+        raise NotConvertible(f"{op.__name__} of a Python number unknown while generating", loc)
     tensor_side = next((v for v in operands if isinstance(v, tf.Tensor)), None)
     if tensor_side is not None:
-        return _with_tensor(op, left, right, tensor_side, loc)
-    if not all(isinstance(v, PyNumber) and v.type is float or type(v) in (int, float) for v in operands):
-        raise NotConvertible("a relaxed Python float combined with a non-number", loc)
-    if op not in _ARITHMETIC and op not in _COMPARISONS:
-        raise NotConvertible(f"{op.__name__} on a relaxed Python float", loc)
-    a, b = (_as_float64(v, loc) for v in operands)
+        return _with_tensor(op, operands, tensor_side, loc)
+    kinds = [_kind(v, loc) for v in operands]
+    if op in _COMPARISONS:
+        a, b = _common(operands, kinds)
+        return PyNumber(op(a, b), bool)
+    if float in kinds:
+        if op not in _FLOAT_OPS:
+            raise NotConvertible(f"{op.__name__} on a Python float unknown while generating", loc)
+        a, b = _common(operands, kinds)
+        if op in _DIVISIONS:
+            check_nonzero(b)
+        return PyNumber(op(a, b), float)
+    if op not in _INT_OPS:
+        raise NotConvertible(f"{op.__name__} on a Python int unknown while generating", loc)
+    a, b = _common(operands, kinds)
     if op in _DIVISIONS:
         check_nonzero(b)
-    result = op(a, b)
-    return PyNumber(result, bool if op in _COMPARISONS else float)
+    if op is operator.truediv:
+        return PyNumber(tf.cast(a, tf.float64) / tf.cast(b, tf.float64), float)
+    if op is operator.floordiv:
+        return PyNumber(tf.math.floordiv(a, b), int)
+    if op is operator.mod:
+        return PyNumber(tf.math.floormod(a, b), int)
+    return PyNumber(op(a, b), int)
 
 
-def _with_tensor(op: Callable, left: object, right: object, tensor: tf.Tensor, loc: str) -> object:
-    if tensor.dtype not in _TENSOR_DTYPES:
-        raise NotConvertible(f"a relaxed Python float combined with a {tensor.dtype.name} tensor", loc)
-    cast = [
-        tf.cast(v.tensor, tensor.dtype) if isinstance(v, PyNumber) and v.type is float else v for v in (left, right)
+def _kind(value: object, loc: str) -> type:
+    if isinstance(value, PyNumber) and value.type in (int, float):
+        return value.type
+    if type(value) is float:
+        return float
+    if type(value) is int and abs(value) < _INT_LIMIT:
+        return int
+    raise NotConvertible(f"a Python number unknown while generating combined with {type(value).__name__}", loc)
+
+
+def _common(operands: tuple, kinds: list[type]) -> list[tf.Tensor]:
+    dtype = tf.float64 if float in kinds else tf.int64
+    return [
+        tf.cast(v.tensor, dtype) if isinstance(v, PyNumber) else tf.constant(v, dtype)
+        for v in operands  # fmt: skip
     ]
-    if any(isinstance(v, PyNumber) for v in cast):
-        raise NotConvertible("a relaxed Python bool combined with a tensor", loc)
+
+
+def _with_tensor(op: Callable, operands: tuple, tensor: tf.Tensor, loc: str) -> object:
+    cast = []
+    for value in operands:
+        if isinstance(value, PyNumber):
+            if tensor.dtype not in _TENSOR_DTYPES.get(value.type, ()):
+                raise NotConvertible(
+                    f"a Python {value.type.__name__} unknown while generating combined with a "
+                    f"{tensor.dtype.name} tensor",
+                    loc,
+                )
+            value = tf.cast(value.tensor, tensor.dtype)
+        cast.append(value)
     return op(*cast)
 
 
-def _as_float64(value: object, loc: str) -> tf.Tensor:
-    if isinstance(value, PyNumber):
+def as_index(value: PyNumber, loc: str) -> tf.Tensor:
+    """An int PyNumber used to index a tensor."""
+    if value.type is not int:
+        raise NotConvertible(f"a Python {value.type.__name__} used as an index", loc)
+    return value.tensor
+
+
+def as_default_tensor(value: PyNumber, check: Callable[[Callable[[], tf.Tensor]], None]) -> tf.Tensor:
+    """What eager's ``convert_to_tensor`` makes of the number with no dtype hint.
+
+    float → float32, bool → bool, int → int32 (eager makes int64 of an int outside int32:
+    a JanusAssert checks the range, and the eager re-run handles the rare large value).
+    """
+    if value.type is float:
+        return tf.cast(value.tensor, tf.float32)
+    if value.type is bool:
         return value.tensor
-    if type(value) is int and abs(value) > 2**53:
-        raise NotConvertible("a large Python int combined with a relaxed Python float", loc)
-    return tf.constant(float(value), tf.float64)
+    t = value.tensor
+    check(lambda: tf.logical_and(t >= -(2**31), t < 2**31))
+    return tf.cast(t, tf.int32)
 
 
 def to_python(value: tf.Tensor, kind: type) -> object:

@@ -23,8 +23,9 @@ def function_ast(code: types.CodeType) -> gast.FunctionDef:
         raise NotConvertible(f"source unavailable: {err}", location(code)) from None
     tree = gast.parse(textwrap.dedent("".join(lines)))
     for node in gast.walk(tree):
-        if getattr(node, "lineno", None) is not None:
-            node.lineno += first - 1
+        for attr in ("lineno", "end_lineno"):
+            if getattr(node, attr, None) is not None:
+                setattr(node, attr, getattr(node, attr) + first - 1)
     node = tree.body[0]
     if not isinstance(node, gast.FunctionDef):
         raise NotConvertible(f"unsupported definition {type(node).__name__}", location(code))

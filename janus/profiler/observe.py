@@ -51,7 +51,9 @@ def observe(value: object) -> Observation:
     """Describes ``value`` at the granularity the generator specialises on."""
     if isinstance(value, tf.Tensor) and not isinstance(value, tf.SparseTensor):
         small = value.shape.num_elements()
-        keep = small is not None and small <= config.small_tensor_elements
+        # Only integer/bool tensors are value-specialised: a float constant would cut gradients.
+        differentiable = value.dtype.is_floating or value.dtype.is_complex
+        keep = not differentiable and small is not None and small <= config.small_tensor_elements
         return TensorObs(value.dtype, tuple(value.shape), value.numpy() if keep else None)
     if type(value) in SCALAR_TYPES:
         return ScalarObs(type(value), value)

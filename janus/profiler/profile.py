@@ -16,6 +16,7 @@ class CallRecord:
     args: tuple[Observation, ...]
     result: Observation | None = None
     raised: str | None = None
+    branches: dict[tuple[types.CodeType, int], list[bool]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -26,7 +27,8 @@ class Profile:
     loop speculation read; ``callees`` maps a call site (code object, line) to the
     Python functions it entered; ``returns`` records return types per code object;
     ``heap_reads`` maps (code object, line, (root name, attribute chain)) to the values
-    that global, closure-free attribute reads had, one observation per execution.
+    that global, closure-free attribute reads had, one observation per execution;
+    ``trip_counts`` maps a loop (code object, header line) to its trip count at each execution.
     """
 
     calls: list[CallRecord] = dataclasses.field(default_factory=list)
@@ -38,6 +40,16 @@ class Profile:
     heap_reads: dict[tuple, list[Observation]] = dataclasses.field(
         default_factory=lambda: collections.defaultdict(list)
     )
+    trip_counts: dict[tuple[types.CodeType, int], list[int]] = dataclasses.field(default_factory=dict)
 
     def hits(self, code: types.CodeType, line: int) -> int:
         return self.line_hits[(code, line)]
+
+    def branch_sequences(self, code: types.CodeType, line: int) -> list[tuple[bool, ...]]:
+        """Per profiled call, the outcomes of the ``if`` at ``line`` in evaluation order."""
+        return [tuple(call.branches.get((code, line), ())) for call in self.calls]
+
+    def fixed_trip_count(self, code: types.CodeType, header: int) -> int | None:
+        """The trip count every profiled execution of this loop had, or None if it varied."""
+        counts = set(self.trip_counts.get((code, header), ()))
+        return counts.pop() if len(counts) == 1 else None

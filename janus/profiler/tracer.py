@@ -12,7 +12,9 @@ import threading
 import types
 
 from janus.library import is_library_code
+from janus.profiler.branches import BranchWatcher, branch_sites
 from janus.profiler.heapreads import is_resolved, reads_by_line, resolve
+from janus.profiler.loops import TripCounter, loop_sites
 from janus.profiler.observe import observe
 from janus.profiler.profile import CallRecord, Profile
 
@@ -20,8 +22,11 @@ _active = threading.local()
 
 
 class _Recorder:
-    def __init__(self, profile: Profile) -> None:
+    def __init__(self, profile: Profile, record: CallRecord) -> None:
         self.profile = profile
+        self.record = record
+        self.loops: dict[types.FrameType, TripCounter] = {}
+        self.branches: dict[types.FrameType, BranchWatcher] = {}
 
     def global_trace(self, frame: types.FrameType, event: str, arg: object):
         if event != "call" or is_library_code(frame.f_code):
@@ -35,12 +40,26 @@ class _Recorder:
         if event == "line":
             code, line = frame.f_code, frame.f_lineno
             self.profile.line_hits[(code, line)] += 1
+            if loop_sites(code):
+                counter = self.loops.get(frame)
+                if counter is None:
+                    counter = self.loops[frame] = TripCounter(code, self.profile.trip_counts)
+                counter.line(line)
+            if branch_sites(code):
+                watcher = self.branches.get(frame)
+                if watcher is None:
+                    watcher = self.branches[frame] = BranchWatcher(code, self.record.branches)
+                watcher.line(line)
             for read in reads_by_line(code).get(line, ()):
                 value = resolve(frame, read)
                 if is_resolved(value):
                     self.profile.heap_reads[(code, line, read)].append(observe(value))
         elif event == "return":
             self.profile.returns[frame.f_code].add(type(arg))
+            counter = self.loops.pop(frame, None)
+            if counter is not None:
+                counter.close_all()
+            self.branches.pop(frame, None)
         return self.local_trace
 
 
@@ -52,7 +71,7 @@ def profiled_call(profile: Profile, fn, args: tuple, kwargs: dict, observed_args
         result = fn(*args, **kwargs)
         record.result = observe(result)
         return result
-    recorder = _Recorder(profile)
+    recorder = _Recorder(profile, record)
     previous = sys.gettrace()
     _active.on = True
     sys.settrace(recorder.global_trace)

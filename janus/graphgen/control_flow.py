@@ -1,0 +1,492 @@
+"""General (non-speculative) conversion of dynamic control flow: ``tf.cond`` and ``tf.while_loop``.
+
+The interpreter speculates when the profile says a branch always went one way or a loop
+always ran the same number of times. Otherwise it comes here:
+
+* ``if`` on a tensor → ``tf.cond``; the variables either branch assigns become outputs.
+  A branch that returns takes the rest of the block with it, so ``if t: return a`` works.
+* ``while`` on a tensor, and ``for`` over a tensor of unknown length, over ``range`` of a
+  tensor, or past ``config.max_unroll`` → ``tf.while_loop``; the variables the body assigns
+  are loop-carried, with shape invariants relaxed from a trial trace of the body.
+* Python lists appended inside such a loop become ``TensorArray``s (``TensorList``).
+
+Values that are not tensors (Python objects, numbers) must come out of both branches, or
+every iteration, unchanged; otherwise the construct is not converted and the function runs
+imperatively. A variable defined on only one path is refused the same way: eager would
+raise or keep an old value, and the graph must never guess.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import gast
+import tensorflow as tf
+from tensorflow.python.framework import func_graph as func_graph_module
+from tensorflow.python.framework.ops import EagerTensor
+
+from janus.graphgen.errors import GenerationError, NotConvertible
+from janus.graphgen.pynumber import PyNumber
+from janus.graphgen.values import is_plain, is_symbolic
+
+if TYPE_CHECKING:
+    from janus.graphgen.interpreter import Frame, Interpreter
+
+
+class _Undefined:
+    def __repr__(self) -> str:
+        return "<undefined>"
+
+
+UNDEFINED = _Undefined()
+
+
+# ------------------------------------------------------------------ syntax helpers
+def assigned_names(stmts: list) -> set[str]:
+    """Local names a block of statements may bind (nested scopes excluded)."""
+    names: set[str] = set()
+
+    def visit(node: gast.AST) -> None:
+        if isinstance(node, (gast.FunctionDef, gast.ClassDef)):
+            names.add(node.name)
+            return
+        if isinstance(node, (gast.Lambda, gast.ListComp, gast.SetComp, gast.DictComp, gast.GeneratorExp)):
+            return
+        if isinstance(node, gast.Name) and isinstance(node.ctx, (gast.Store, gast.Del)):
+            names.add(node.id)
+        for child in gast.iter_child_nodes(node):
+            visit(child)
+
+    for stmt in stmts:
+        visit(stmt)
+    return names
+
+
+def escapes(stmts: list, *, loop_exits: bool) -> bool:
+    """Whether the block can ``return`` (or, with ``loop_exits``, ``break``/``continue`` out of it)."""
+
+    def visit(node: gast.AST, in_loop: bool) -> bool:
+        if isinstance(node, (gast.FunctionDef, gast.ClassDef, gast.Lambda)):
+            return False
+        if isinstance(node, gast.Return):
+            return True
+        if isinstance(node, (gast.Break, gast.Continue)) and loop_exits and not in_loop:
+            return True
+        nested = in_loop or isinstance(node, (gast.For, gast.While))
+        return any(visit(child, nested) for child in gast.iter_child_nodes(node))
+
+    return any(visit(stmt, False) for stmt in stmts)
+
+
+def appended_lists(stmts: list) -> set[str]:
+    """Names ``x`` with ``x.append(...)`` in the block."""
+    found = set()
+    for node in gast.walk(gast.Module(body=list(stmts), type_ignores=[])):
+        if (
+            isinstance(node, gast.Call)
+            and isinstance(node.func, gast.Attribute)
+            and node.func.attr == "append"
+            and isinstance(node.func.value, gast.Name)
+        ):
+            found.add(node.func.value.id)
+    return found
+
+
+# ------------------------------------------------------------------ values crossing a boundary
+@dataclasses.dataclass(frozen=True)
+class _Leaf:
+    kind: str  # "tensor", "number" (PyNumber of .extra type), "list" (TensorList), "static"
+    extra: object = None
+
+
+def flatten(value: object, tensors: list) -> object:
+    """A template of ``value`` with its tensors moved into ``tensors``."""
+    if isinstance(value, PyNumber):
+        tensors.append(value.tensor)
+        return _Leaf("number", value.type)
+    if isinstance(value, TensorList):
+        tensors.extend([value.array.flow, value.size])
+        return _Leaf("list", (value.array.dtype, value.element_shape))
+    if is_symbolic(value) or isinstance(value, EagerTensor):
+        tensors.append(value)
+        return _Leaf("tensor")
+    if type(value) in (tuple, list):
+        return (type(value), tuple(flatten(v, tensors) for v in value))
+    return _Leaf("static", value)
+
+
+def unflatten(template: object, tensors: list) -> object:
+    feed = iter(tensors)
+
+    def build(t: object) -> object:
+        if isinstance(t, _Leaf):
+            if t.kind == "tensor":
+                return next(feed)
+            if t.kind == "number":
+                return PyNumber(next(feed), t.extra)
+            if t.kind == "list":
+                dtype, shape = t.extra
+                flow, size = next(feed), next(feed)
+                return TensorList(tf.TensorArray(dtype, dynamic_size=True, flow=flow), size, shape)
+            return t.extra
+        kind, items = t
+        return kind(build(i) for i in items)
+
+    return build(template)
+
+
+def same_template(a: object, b: object) -> bool:
+    if isinstance(a, _Leaf) and isinstance(b, _Leaf):
+        if a.kind != b.kind:
+            return False
+        if a.kind != "static":
+            return a.extra == b.extra
+        return a.extra is b.extra or (is_plain(a.extra) and is_plain(b.extra) and _equal(a.extra, b.extra))
+    if isinstance(a, tuple) and isinstance(b, tuple) and not isinstance(a, _Leaf) and not isinstance(b, _Leaf):
+        return a[0] is b[0] and len(a[1]) == len(b[1]) and all(same_template(x, y) for x, y in zip(a[1], b[1]))
+    return False
+
+
+def _equal(a: object, b: object) -> bool:
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:
+        return False
+
+
+# ------------------------------------------------------------------ TensorArray-backed lists
+class TensorList:
+    """A Python list appended to inside a converted loop, held as a TensorArray."""
+
+    def __init__(self, array: tf.TensorArray, size: tf.Tensor, element_shape: tf.TensorShape) -> None:
+        self.array = array
+        self.size = size
+        self.element_shape = element_shape
+
+    @classmethod
+    def empty(cls, dtype: tf.DType, element_shape: tf.TensorShape) -> TensorList:
+        array = tf.TensorArray(dtype, size=0, dynamic_size=True, element_shape=element_shape)
+        return cls(array, tf.constant(0, tf.int32), element_shape)
+
+    def append(self, value: object) -> None:
+        if isinstance(value, PyNumber) or not isinstance(value, tf.Tensor):
+            raise NotConvertible("a list appended in a converted loop holds something other than tensors")
+        if value.dtype != self.array.dtype:
+            raise NotConvertible("a list appended in a converted loop mixes dtypes")
+        self.array = self.array.write(self.size, value)
+        self.size = self.size + 1
+
+    def stacked(self, check_nonempty: Callable[[tf.Tensor], None]) -> tf.Tensor:
+        check_nonempty(self.size)  # eager's tf.stack([]) raises: let the eager re-run raise it
+        stacked = self.array.stack()
+        stacked.set_shape(tf.TensorShape([None]).concatenate(self.element_shape))
+        return stacked
+
+    def last(self) -> tf.Tensor:
+        value = self.array.read(self.size - 1)
+        value.set_shape(self.element_shape)
+        return value
+
+
+# ------------------------------------------------------------------ conditionals
+def convert_cond(
+    interp: Interpreter, frame: Frame, node: gast.If, predicate: tf.Tensor, rest: list, tail: bool
+) -> bool:
+    """Converts ``if predicate: body else: orelse`` to ``tf.cond``.
+
+    When a branch returns, both branches take ``rest`` (the statements after the ``if``)
+    with them, the function's result comes out of the cond and ``_Return`` is raised.
+    ``tail`` says nothing follows ``rest`` in the function.
+    """
+    loc = interp.loc(frame, node)
+    body, orelse = node.body, node.orelse
+    if escapes(body + orelse, loop_exits=True) and not escapes(body + orelse, loop_exits=False):
+        raise NotConvertible("`break`/`continue` under a tensor-dependent `if`", loc)
+    returns = escapes(body + orelse, loop_exits=False)
+    if returns and escapes(rest, loop_exits=True) and not escapes(rest, loop_exits=False):
+        raise NotConvertible("`break`/`continue` after a returning tensor-dependent `if`", loc)
+    names = sorted(assigned_names(body + orelse))
+    truth = _truth(predicate)
+    templates: list[object] = []
+    had_assertions: list[bool] = []
+    saved = _snapshot_containers(frame)
+
+    def branch(block: list) -> Callable[[], list]:
+        def run() -> list:
+            scope = interp.scope(frame)
+            tensors: list = []
+            with interp.ctx.nested_graph() as asserts:
+                if returns:
+                    result = interp.run_block_for_return(scope, block + rest, tail, loc)
+                    templates.append(flatten(result, tensors))
+                else:
+                    interp.exec_block(scope, block)
+                    values = [scope.locals.get(n, UNDEFINED) for n in names]
+                    templates.append(flatten(values, tensors))
+                _restore_containers(saved, loc)
+                had_assertions.append(bool(asserts))
+            tensors.append(tf.constant(True))  # every cond has an output: a handle on the cond op
+            return tensors
+
+        return run
+
+    try:
+        outputs = tf.cond(truth, branch(body), branch(orelse))
+    except (NotConvertible, GenerationError):
+        raise
+    except (ValueError, TypeError, AssertionError) as err:  # cond_v2 asserts on output count mismatches
+        raise NotConvertible(f"the branches of a tensor-dependent `if` produce different types: {err}", loc) from None
+    if len(templates) != 2 or not same_template(templates[0], templates[1]):
+        raise NotConvertible("the branches of a tensor-dependent `if` leave different Python values or types", loc)
+    outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+    if any(had_assertions):
+        interp.ctx.assert_ops.append(outputs[-1].op)
+    value = unflatten(templates[0], outputs[:-1])
+    if returns:
+        interp.raise_return(value)
+    for name, item in zip(names, value):
+        if item is UNDEFINED:
+            frame.locals.pop(name, None)
+        else:
+            frame.locals[name] = item
+    return False
+
+
+def convert_select(
+    interp: Interpreter,
+    frame: Frame,
+    node: gast.AST,
+    predicate: tf.Tensor,
+    then: Callable[[Frame], object],
+    otherwise: Callable[[Frame], object],
+) -> object:
+    """An expression-level conditional (``a if t else b``, ``t and u``) as ``tf.cond``."""
+    loc = interp.loc(frame, node)
+    templates: list[object] = []
+    had_assertions: list[bool] = []
+
+    def branch(make: Callable[[Frame], object]) -> Callable[[], list]:
+        def run() -> list:
+            tensors: list = []
+            with interp.ctx.nested_graph() as asserts:
+                templates.append(flatten(make(interp.scope(frame)), tensors))
+                had_assertions.append(bool(asserts))
+            tensors.append(tf.constant(True))
+            return tensors
+
+        return run
+
+    try:
+        outputs = tf.cond(_truth(predicate), branch(then), branch(otherwise))
+    except (NotConvertible, GenerationError):
+        raise
+    except (ValueError, TypeError, AssertionError) as err:
+        raise NotConvertible(f"the two sides of a tensor-dependent expression differ in type: {err}", loc) from None
+    if len(templates) != 2 or not same_template(templates[0], templates[1]):
+        raise NotConvertible("the two sides of a tensor-dependent expression differ in Python type", loc)
+    outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+    if any(had_assertions):
+        interp.ctx.assert_ops.append(outputs[-1].op)
+    return unflatten(templates[0], outputs[:-1])
+
+
+def _truth(value: tf.Tensor) -> tf.Tensor:
+    return tf.cast(tf.reshape(value, []), tf.bool)
+
+
+def _snapshot_containers(frame: Frame) -> list[tuple[object, object]]:
+    saved = []
+    for value in frame.locals.values():
+        if type(value) is list:
+            saved.append((value, list(value)))
+        elif type(value) is dict:
+            saved.append((value, dict(value)))
+    return saved
+
+
+def _restore_containers(saved: list, loc: str) -> None:
+    changed = False
+    for container, contents in saved:
+        if type(container) is list:
+            changed |= len(container) != len(contents) or any(a is not b for a, b in zip(container, contents))
+            container[:] = contents
+        else:
+            changed |= container.keys() != contents.keys() or any(container[k] is not contents[k] for k in contents)
+            container.clear()
+            container.update(contents)
+    if changed:
+        raise NotConvertible("a list or dict is mutated inside tensor-dependent control flow", loc)
+
+
+# ------------------------------------------------------------------ loops
+class SymbolicRange:
+    """``range(...)`` whose bounds are tensors or Python ints unknown while generating."""
+
+    def __init__(self, start: object, stop: object, step: object, loc: str) -> None:
+        if type(step) is not int or step == 0:
+            raise NotConvertible("range() with a step that is not a nonzero constant", loc)
+        self.start, self.stop, self.step = (_as_int(v, loc) for v in (start, stop, step))
+        self._static_start = start if type(start) is int else None
+        self.step_value = step
+
+    def length(self) -> tf.Tensor:
+        step = self.step_value
+        span = self.stop - self.start if step > 0 else self.start - self.stop
+        return tf.maximum(tf.constant(0, tf.int64), (span + abs(step) - 1) // abs(step))
+
+    def item(self, index: object) -> object:
+        if type(index) is int and self._static_start is not None:
+            return self._static_start + index * self.step_value  # unrolled: plain Python ints, as eager
+        return PyNumber(self.start + tf.cast(index, tf.int64) * self.step_value, int)
+
+
+def _as_int(value: object, loc: str) -> tf.Tensor:
+    if isinstance(value, PyNumber):
+        if value.type is not int:
+            raise NotConvertible("range() of a Python float", loc)
+        return value.tensor
+    if isinstance(value, tf.Tensor):
+        if not value.dtype.is_integer or value.shape.rank != 0:
+            raise NotConvertible("range() of a tensor that is not an integer scalar", loc)
+        return tf.cast(value, tf.int64)
+    if type(value) is not int:
+        raise NotConvertible(f"range() of {type(value).__name__}", loc)
+    return tf.constant(value, tf.int64)
+
+
+@dataclasses.dataclass
+class LoopPlan:
+    """How a converted loop gets its next element: ``count`` iterations of ``element(i)``."""
+
+    count: tf.Tensor | None  # None for `while` (the test decides)
+    element: Callable[[tf.Tensor], object] | None
+    target: gast.AST | None
+
+
+def convert_loop(interp: Interpreter, frame: Frame, node: gast.For | gast.While, plan: LoopPlan) -> None:
+    """Converts a loop to ``tf.while_loop`` with the body's assigned locals as loop variables."""
+    loc = interp.loc(frame, node)
+    if escapes(node.body, loop_exits=True):
+        raise NotConvertible("`break`/`continue`/`return` inside a loop converted to tf.while_loop", loc)
+    assigned = assigned_names(node.body) | (assigned_names([node.target]) if plan.target is not None else set())
+    carried = sorted(n for n in assigned if n in frame.locals)
+    lists = sorted(
+        n for n in appended_lists(node.body) if n not in assigned and type(frame.locals.get(n)) is list
+    )  # fmt: skip
+    for name in lists:
+        if frame.locals[name] or interp.ctx.is_heap_container(frame.locals[name]):  # noqa: SIM102
+            raise NotConvertible(f"list {name!r} appended in a converted loop is not a new empty local list", loc)
+
+    def make_scope(index: tf.Tensor, carried_values: list, list_values: list) -> Frame:
+        scope = interp.scope(frame)
+        scope.locals.update(zip(carried, carried_values))
+        scope.locals.update(zip(lists, list_values))
+        if plan.target is not None:
+            interp.assign(scope, plan.target, plan.element(index))
+        return scope
+
+    def body_results(scope: Frame) -> tuple[list, list]:
+        return [scope.locals.get(n, UNDEFINED) for n in carried], [scope.locals[n] for n in lists]
+
+    initial = [frame.locals[n] for n in carried]
+    entry_tensors: list = []
+    entry_template = flatten(initial, entry_tensors)
+
+    # A trial trace of one iteration: element types of appended lists and shapes that change.
+    with interp.ctx.trial(), func_graph_module.FuncGraph("janus_trial").as_default():
+        trial_index = tf.compat.v1.placeholder(tf.int32, [])
+        trial_vars = [tf.compat.v1.placeholder(t.dtype, t.shape) for t in entry_tensors]
+        recorders = [_ListRecorder() for _ in lists]
+        scope = make_scope(trial_index, unflatten(entry_template, trial_vars), recorders)
+        interp.exec_block(scope, node.body)
+        trial_after, trial_lists = body_results(scope)
+        after_tensors: list = []
+        if not same_template(entry_template, flatten(trial_after, after_tensors)):
+            raise NotConvertible("a loop variable changes its Python value or type across iterations", loc)
+        invariants = [_relaxed(a.shape, b.shape) for a, b in zip(entry_tensors, after_tensors)]
+        element_specs = [r.spec(loc) for r in trial_lists]
+
+    initial_lists = [TensorList.empty(dtype, shape) for dtype, shape in element_specs]
+    list_template = flatten(initial_lists, [])
+    index0 = tf.constant(0, tf.int32)
+    flat_lists: list = []
+    flatten(initial_lists, flat_lists)
+    holds_assertions: list[bool] = []
+
+    def cond(index: tf.Tensor, *flat: tf.Tensor) -> tf.Tensor:
+        if plan.count is not None:
+            return index < plan.count
+        vars_flat, lists_flat = flat[: len(entry_tensors)], flat[len(entry_tensors) :]
+        scope = make_scope(index, unflatten(entry_template, vars_flat), unflatten(list_template, lists_flat))
+        with interp.ctx.nested_graph() as asserts:
+            test = interp.eval(scope, node.test)
+            if isinstance(test, PyNumber):
+                test = test.tensor
+            if not is_symbolic(test) and not isinstance(test, EagerTensor):
+                raise NotConvertible("a `while` test that stops being a tensor", loc)
+            holds_assertions.append(bool(asserts))
+            return _truth(test)
+
+    def body(index: tf.Tensor, *flat: tf.Tensor) -> list:
+        vars_flat, lists_flat = flat[: len(entry_tensors)], flat[len(entry_tensors) :]
+        scope = make_scope(index, unflatten(entry_template, vars_flat), unflatten(list_template, lists_flat))
+        with interp.ctx.nested_graph() as asserts:
+            interp.exec_block(scope, node.body)
+            values, list_values = body_results(scope)
+            out: list = []
+            if not same_template(entry_template, flatten(values, out)):
+                raise NotConvertible("a loop variable changes its Python value or type across iterations", loc)
+            flatten(list_values, out)
+            holds_assertions.append(bool(asserts))
+        return [index + 1, *out]
+
+    shape_invariants = [tf.TensorShape([]), *invariants, *[_list_invariant(t) for t in flat_lists]]
+    try:
+        results = tf.while_loop(
+            cond, body, [index0, *entry_tensors, *flat_lists], shape_invariants=shape_invariants, parallel_iterations=1
+        )
+    except (NotConvertible, GenerationError):
+        raise
+    except (ValueError, TypeError) as err:
+        raise NotConvertible(f"loop variables cannot be carried through tf.while_loop: {err}", loc) from None
+    results = list(results)
+    if any(holds_assertions):
+        interp.ctx.assert_ops.append(results[0].op)
+    values = unflatten(entry_template, results[1 : 1 + len(entry_tensors)])
+    final_lists = unflatten(list_template, results[1 + len(entry_tensors) :])
+    frame.locals.update(zip(carried, values))
+    frame.locals.update(zip(lists, final_lists))
+    for name in assigned - set(carried):
+        frame.locals.pop(name, None)  # loop-local temporaries: reading them later is refused
+    interp.exec_block(frame, node.orelse)
+
+
+def _relaxed(before: tf.TensorShape, after: tf.TensorShape) -> tf.TensorShape:
+    if before.rank is None or after.rank is None or before.rank != after.rank:
+        return tf.TensorShape(None)
+    return tf.TensorShape([a if a == b else None for a, b in zip(before.as_list(), after.as_list())])
+
+
+def _list_invariant(tensor: tf.Tensor) -> tf.TensorShape:
+    return tensor.shape if tensor.dtype != tf.variant else tf.TensorShape([])
+
+
+class _ListRecorder:
+    """Stands in for a converted list during the trial trace, to learn its element type."""
+
+    def __init__(self) -> None:
+        self.values: list = []
+
+    def append(self, value: object) -> None:
+        self.values.append(value)
+
+    def spec(self, loc: str) -> tuple[tf.DType, tf.TensorShape]:
+        tensors = [v for v in self.values if isinstance(v, tf.Tensor)]
+        if not tensors or len(tensors) != len(self.values):
+            raise NotConvertible("a list appended in a converted loop holds something other than tensors", loc)
+        shape = tensors[0].shape
+        for t in tensors[1:]:
+            shape = _relaxed(shape, t.shape)
+        return tensors[0].dtype, shape

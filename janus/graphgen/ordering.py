@@ -1,0 +1,41 @@
+"""All-or-nothing for TF state: every state update waits for every JanusAssert of its graph."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from janus.graphgen.errors import NotConvertible
+
+# Stateful ops that only read state: they may run before an assumption is checked.
+_STATE_READS = frozenset(
+    {"ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VariableShape", "VarIsInitializedOp", "JanusAssert"}
+)
+
+
+def is_state_write(op: tf.Operation) -> bool:
+    if op.type in _STATE_READS or not op._is_stateful:
+        return False
+    return op.type == "PrintV2" or any(t.dtype == tf.resource for t in op.inputs)
+
+
+def order_state_writes(graph: tf.Graph, assert_ops: list[tf.Operation]) -> None:
+    """Adds a control dependency from every assertion to every state update of ``graph``.
+
+    ``assert_ops`` may include control-flow ops (If/While) whose branches hold assertions.
+    An update that an assertion itself depends on cannot wait for it: that graph is refused.
+    """
+    if not assert_ops:
+        return
+    ancestors: set[tf.Operation] = set()
+    pending = list(assert_ops)
+    while pending:
+        op = pending.pop()
+        for parent in [t.op for t in op.inputs] + list(op.control_inputs):
+            if parent not in ancestors:
+                ancestors.add(parent)
+                pending.append(parent)
+    for op in graph.get_operations():
+        if is_state_write(op):
+            if op in ancestors:
+                raise NotConvertible(f"an assumption depends on the state update {op.type}")
+            op._add_control_inputs([a for a in assert_ops if a is not op and a not in op.control_inputs])

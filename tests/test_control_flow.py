@@ -1,0 +1,291 @@
+"""Differential tests for dynamic control flow: speculation, relaxation and tf.cond/tf.while_loop."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from differential import no_state, run_differential
+
+import janus
+
+
+def plain(fn):
+    return lambda: (fn, no_state)
+
+
+def vec(*values):
+    return tf.constant(values, tf.float32)
+
+
+POS = [vec(1.0, 2.0), vec(3.0, 1.0), vec(0.5, 0.5), vec(2.0, 2.0)]
+NEG = [vec(-1.0, -2.0), vec(-3.0, 0.5)]
+
+
+def graph_kinds(jitted):
+    ops = {op.type for op in jitted.cache.entries[0].graph.concrete.graph.get_operations()}
+    return {"cond": bool(ops & {"If", "StatelessIf"}), "while": bool(ops & {"While", "StatelessWhile"})}
+
+
+# ---------------------------------------------------------------- branches
+def test_single_path_branch_is_inlined_then_flips_to_tf_cond():
+    def f(x):
+        if tf.reduce_sum(x) > 0:
+            y = x * 2.0
+        else:
+            y = x - 1.0
+        return y
+
+    calls = [(x,) for x in POS] + [(NEG[0],)] + [(x,) for x in (POS + NEG) * 2]
+    jitted = run_differential(plain(f), calls, min_graph_calls=8)
+    stats = janus.stats(jitted)
+    assert stats["assumption_failures"] == 1 and stats["fallbacks"] == 1  # flips stop causing fallbacks
+    assert graph_kinds(jitted)["cond"]
+
+
+def test_elif_chains_nested_ifs_and_returns_in_branches():
+    def f(x, mode):
+        s = tf.reduce_sum(x)
+        if mode == "abs":
+            if s > 0:
+                return x
+            return -x
+        elif s > 2.0:
+            if s > 4.0:
+                return x * 3.0
+            y = x * 2.0
+        else:
+            y = x
+        return y + 1.0
+
+    calls = [(x, m) for m in ("abs", "other") for x in POS + NEG + POS]
+    run_differential(plain(f), calls, min_graph_calls=6)
+
+
+def test_variable_defined_in_one_branch_behaves_like_eager():
+    def f(x):
+        if tf.reduce_sum(x) > 0:
+            y = x + 1.0
+        return y  # noqa: F821 - UnboundLocalError when the branch is not taken, in eager too
+
+    calls = [(x,) for x in POS] + [(NEG[0],), (POS[0],), (NEG[1],)]
+    jitted = run_differential(plain(f), calls, min_graph_calls=1)
+    assert "produce different types" in janus.explain(jitted)
+
+
+def test_conditional_expressions_and_boolean_operators_on_tensors():
+    def f(x, y):
+        big = tf.reduce_sum(x) > 3.0
+        small = tf.reduce_sum(y) < 1.0
+        z = x if big else y
+        both = big and small
+        either = big or small
+        negated = not big
+        return z, both, either, negated, (x if negated else y * 2.0)
+
+    calls = [(a, b) for a in POS + NEG for b in NEG + POS[:2]]
+    run_differential(plain(f), calls, min_graph_calls=10)
+
+
+# ---------------------------------------------------------------- loops
+def test_while_on_tensor_with_fixed_trip_count_is_unrolled():
+    def f(x):
+        i = tf.constant(0)
+        while i < 3:
+            x = x * 1.5
+            i += 1
+        return x, i
+
+    jitted = run_differential(plain(f), [(x,) for x in POS * 2], min_graph_calls=5)
+    assert not graph_kinds(jitted)["while"]
+
+
+def test_while_with_varying_trip_count_becomes_while_loop():
+    def f(x, n):
+        i = tf.constant(0)
+        total = tf.zeros_like(x)
+        while i < n:
+            total = total + x * tf.cast(i, tf.float32)
+            i += 1
+        return total, i
+
+    calls = [(POS[k % 4], tf.constant(k % 5)) for k in range(12)]
+    jitted = run_differential(plain(f), calls, min_graph_calls=6)
+    assert graph_kinds(jitted)["while"]
+
+
+def test_for_over_range_of_a_tensor_fixed_then_varying():
+    def f(x, n):
+        acc = x
+        for i in range(n):
+            acc = acc * 0.5 + i
+        return acc
+
+    fixed = [(POS[0], tf.constant(4))] * 5
+    varying = [(POS[1], tf.constant(k)) for k in (2, 6, 0, 3, 9)]
+    jitted = run_differential(plain(f), fixed + varying + varying, min_graph_calls=6)
+    assert graph_kinds(jitted)["while"]
+
+
+def test_for_over_tensor_rows_with_relaxed_batch_dimension():
+    def f(x):
+        acc = tf.zeros([3])
+        for row in x:
+            acc = acc + tf.tanh(row)
+        return acc
+
+    rng = np.random.default_rng(0)
+    calls = [(tf.constant(rng.normal(size=(n, 3)).astype("float32")),) for n in (4, 4, 4, 4, 2, 7, 5, 3)]
+    jitted = run_differential(plain(f), calls, min_graph_calls=4)
+    assert jitted.cache.entries[0].graph.specs[0].shape == (None, 3)
+    assert graph_kinds(jitted)["while"]
+
+
+def test_python_loops_lists_tuples_enumerate_zip_break_continue():
+    def f(xs, ws):
+        acc = 0.0
+        for i, (x, w) in enumerate(zip(xs, ws)):
+            if i == 1:
+                continue
+            acc = acc + x * w
+            if i >= 3:
+                break
+        else:
+            acc = acc - 1.0
+        for k in (1, 2):
+            acc = acc * k
+        return acc
+
+    xs = [vec(1.0, 2.0), vec(2.0, 3.0), vec(0.0, 1.0), vec(5.0, 5.0), vec(1.0, 1.0)]
+    calls = [(xs, [1.0, 2.0, 3.0, 4.0, 5.0]), (xs[:3], [1.0, 1.0, 1.0])] * 4
+    run_differential(plain(f), calls, min_graph_calls=4)
+
+
+def test_branch_outcome_sequence_is_speculated_per_unrolled_iteration():
+    """The `if` breaks at the same iteration in every profiled call: each unrolled copy is speculated."""
+
+    def f(x):
+        for _ in range(10):
+            if tf.reduce_max(x) > 20.0:
+                break
+            x = x * 2.0
+        return x
+
+    calls = [(POS[0],), (POS[3],), (POS[0] + 0.5,)] * 3 + [(POS[0] * 50.0,), (POS[0],)]
+    jitted = run_differential(plain(f), calls, min_graph_calls=6)
+    assert janus.stats(jitted)["assumption_failures"] == 1
+    assert "break" in janus.explain(jitted)  # once the sequence changes, break under tf.cond is imperative
+
+
+def test_list_appended_in_converted_loop_becomes_tensor_array():
+    def f(xs):
+        outputs = []
+        h = tf.zeros([2])
+        for x in xs:
+            h = tf.tanh(h + x)
+            outputs.append(h)
+        return tf.stack(outputs), outputs[-1] if False else h
+
+    rng = np.random.default_rng(1)
+    calls = [(tf.constant(rng.normal(size=(n, 2)).astype("float32")),) for n in (3, 3, 3, 3, 5, 2, 6)]
+    jitted = run_differential(plain(f), calls, min_graph_calls=3)
+    assert graph_kinds(jitted)["while"]
+
+
+def test_max_unroll_limit_uses_a_loop_op():
+    janus.config.max_unroll = 4
+
+    def f(x):
+        for row in x:
+            x = x + row
+        return x
+
+    jitted = run_differential(plain(f), [(tf.ones([6, 2]),)] * 5, min_graph_calls=2)
+    assert graph_kinds(jitted)["while"]
+
+
+@pytest.mark.parametrize("unroll,speculate", [(False, False), (True, True)])
+def test_ablation_switches(unroll, speculate):
+    janus.config.unroll_loops = unroll
+    janus.config.speculate_branches = speculate
+
+    def f(x):
+        i = tf.constant(0)
+        while i < 3:
+            if tf.reduce_sum(x) > 0:
+                x = x * 2.0
+            i += 1
+        return x
+
+    jitted = run_differential(plain(f), [(x,) for x in POS * 2], min_graph_calls=4)
+    kinds = graph_kinds(jitted)
+    assert kinds["while"] == (not unroll)
+    if not unroll:
+        library = jitted.cache.entries[0].graph.concrete.graph.as_graph_def().library.function
+        nested_ops = {node.op for fn in library for node in fn.node_def}
+        assert bool(nested_ops & {"If", "StatelessIf"}) == (not speculate)
+
+
+def test_break_inside_converted_loop_runs_imperatively_with_reason():
+    def f(x, n):
+        i = tf.constant(0)
+        while i < n:
+            i += 1
+            if tf.reduce_sum(x) > 100.0:
+                break
+        return i
+
+    calls = [(POS[0], tf.constant(k)) for k in (1, 2, 3, 4, 5)]
+    jitted = run_differential(plain(f), calls, min_graph_calls=0)
+    assert "break" in janus.explain(jitted)
+
+
+# ---------------------------------------------------------------- gradients
+def grads_of(fn):
+    def wrapped(x, n):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reduce_sum(fn(x, n))
+        return y, tape.gradient(y, x)
+
+    return wrapped
+
+
+def cond_body(x, n):
+    if tf.reduce_sum(x) > 0:
+        return x * x
+    return tf.sin(x)
+
+
+def while_body(x, n):
+    i = tf.constant(0)
+    while i < n:
+        x = tf.tanh(x) * 1.5
+        i += 1
+    return x
+
+
+def for_body(x, n):
+    acc = tf.zeros_like(x)
+    for i in range(n):
+        acc = acc + x * tf.cast(i, tf.float32) + tf.sin(acc)
+    return acc
+
+
+@pytest.mark.parametrize("body", [cond_body, while_body, for_body])
+def test_gradients_through_converted_control_flow_match_eager(body):
+    calls = [(x, tf.constant(3)) for x in POS] + [(x, tf.constant(k)) for k, x in enumerate(NEG + POS)]
+    run_differential(plain(grads_of(body)), calls, min_graph_calls=3)
+
+
+def test_gradients_of_outer_tape_through_jitted_control_flow():
+    jitted = janus.jit(while_body)
+    for k in [2, 2, 2, 2, 3, 1, 4]:
+        x = vec(0.3, -0.2)
+        with tf.GradientTape() as t1:
+            t1.watch(x)
+            a = jitted(x, tf.constant(k))
+        with tf.GradientTape() as t2:
+            t2.watch(x)
+            b = while_body(x, tf.constant(k))
+        np.testing.assert_allclose(a, b, rtol=1e-5)
+        np.testing.assert_allclose(t1.gradient(a, x), t2.gradient(b, x), rtol=1e-5)
+    assert janus.stats(jitted)["graph_calls"] >= 3
