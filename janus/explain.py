@@ -35,6 +35,8 @@ def _explain_one(jf: JitFunction) -> str:
             lines.append(f"    guard      {guard.description}  [{guard.location}]")
         for assumption in graph.assumptions.values():
             lines.append(f"    JanusAssert #{assumption.id} {assumption.description}  [{assumption.location}]")
+        for note in graph.notes:
+            lines.append(f"    note       {note}")
     if jf.failure_log:
         lines.append("  failures seen:")
         for key, what in jf.failure_log[-20:]:

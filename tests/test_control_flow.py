@@ -289,3 +289,30 @@ def test_gradients_of_outer_tape_through_jitted_control_flow():
         np.testing.assert_allclose(a, b, rtol=1e-5)
         np.testing.assert_allclose(t1.gradient(a, x), t2.gradient(b, x), rtol=1e-5)
     assert janus.stats(jitted)["graph_calls"] >= 3
+
+
+def test_static_range_past_max_unroll_becomes_loop_with_python_accumulator():
+    janus.config.max_unroll = 4
+
+    def f(x):
+        total = 0.0
+        for t in range(x.shape[1]):
+            total += tf.reduce_sum(x[:, t] * t)
+        return total
+
+    rng = np.random.default_rng(2)
+    calls = [(tf.constant(rng.normal(size=(3, 9)).astype("float32")),) for _ in range(5)]
+    jitted = run_differential(plain(f), calls, min_graph_calls=2)
+    assert graph_kinds(jitted)["while"]
+
+
+def test_unroll_switch_off_converts_static_range_and_falls_back_to_unrolling_when_needed():
+    janus.config.unroll_loops = False
+
+    def f(x, ws):
+        for i in range(3):
+            x = x * ws[i]  # ws[i] indexes a Python list: needs a static i, so this loop is unrolled
+        return x
+
+    jitted = run_differential(plain(f), [(POS[0], [1.0, 2.0, 3.0])] * 5, min_graph_calls=2)
+    assert "unrolled instead of tf.while_loop: Python container indexed by a tensor" in janus.explain(jitted)

@@ -56,6 +56,7 @@ class GenerationContext:
         self.heap_tensors: dict[int, str] = {}  # id(eager tensor) -> path expression
         self._heap_containers: set[int] = set()
         self._paths: dict[int, str] = {}  # id(guarded object) -> a path that re-reads it
+        self.notes: list[str] = []  # decisions worth showing in explain()
         self.region_depth = 0  # > 0 while tracing a cond branch or loop body
         self._site_positions: dict[tuple, int] = {}
         self._invalid_sites: set[tuple] = set()
@@ -131,6 +132,9 @@ class GenerationContext:
         self._heap_containers.add(id(snapshot))
         self._keep.append(snapshot)
         return snapshot
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
 
     def is_heap_container(self, container: object) -> bool:
         return id(container) in self._heap_containers
@@ -226,6 +230,18 @@ class GenerationContext:
         finally:
             self.assert_ops = outer
             self.region_depth -= 1
+
+    @contextlib.contextmanager
+    def attempt(self) -> Iterator[None]:
+        """A conversion that may be abandoned: on failure, forget the assertions it planted."""
+        known, planted = set(self.assumptions), len(self.assert_ops)
+        try:
+            yield
+        except NotConvertible:
+            for key in set(self.assumptions) - known:
+                del self.assumptions[key]
+            del self.assert_ops[planted:]
+            raise
 
     @contextlib.contextmanager
     def trial(self) -> Iterator[None]:

@@ -363,6 +363,7 @@ class LoopPlan:
     count: tf.Tensor | None  # None for `while` (the test decides)
     element: Callable[[tf.Tensor], object] | None
     target: gast.AST | None
+    static_count: int | None = None  # the count when known while generating
 
 
 def convert_loop(interp: Interpreter, frame: Frame, node: gast.For | gast.While, plan: LoopPlan) -> None:
@@ -402,11 +403,20 @@ def convert_loop(interp: Interpreter, frame: Frame, node: gast.For | gast.While,
         scope = make_scope(trial_index, unflatten(entry_template, trial_vars), recorders)
         interp.exec_block(scope, node.body)
         trial_after, trial_lists = body_results(scope)
+        # With at least one iteration, `total = 0.0; total += t` carries a tensor of t's dtype.
+        promotions = [_promotion(v, a) if plan.static_count else None for v, a in zip(initial, trial_after)]
         after_tensors: list = []
-        if not same_template(entry_template, flatten(trial_after, after_tensors)):
-            raise NotConvertible("a loop variable changes its Python value or type across iterations", loc)
-        invariants = [_relaxed(a.shape, b.shape) for a, b in zip(entry_tensors, after_tensors)]
+        after_template = flatten(trial_after, after_tensors)
+        after_shapes = [t.shape for t in after_tensors]
         element_specs = [r.spec(loc) for r in trial_lists]
+
+    if any(promotions):
+        initial = [tf.constant(v, p) if p is not None else v for v, p in zip(initial, promotions)]
+        entry_tensors = []
+        entry_template = flatten(initial, entry_tensors)
+    if not same_template(entry_template, after_template):
+        raise NotConvertible("a loop variable changes its Python value or type across iterations", loc)
+    invariants = [_relaxed(a.shape, b) for a, b in zip(entry_tensors, after_shapes)]
 
     initial_lists = [TensorList.empty(dtype, shape) for dtype, shape in element_specs]
     list_template = flatten(initial_lists, [])
@@ -461,6 +471,14 @@ def convert_loop(interp: Interpreter, frame: Frame, node: gast.For | gast.While,
     for name in assigned - set(carried):
         frame.locals.pop(name, None)  # loop-local temporaries: reading them later is refused
     interp.exec_block(frame, node.orelse)
+
+
+def _promotion(entry: object, after: object) -> tf.DType | None:
+    """The dtype a Python number enters the loop as, when the first iteration makes it a scalar tensor."""
+    if type(entry) in (int, float) and isinstance(after, tf.Tensor) and after.shape.rank == 0:
+        if after.dtype.is_floating or (after.dtype.is_integer and type(entry) is int):
+            return after.dtype
+    return None
 
 
 def _relaxed(before: tf.TensorShape, after: tf.TensorShape) -> tf.TensorShape:

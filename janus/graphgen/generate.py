@@ -44,6 +44,7 @@ class GeneratedGraph:
     code: str
     state_writes: int
     build_seconds: float
+    notes: list[str]
 
 
 def generate(
@@ -102,6 +103,7 @@ def generate(
         code=ctx.code.render(),
         state_writes=writes,
         build_seconds=time.perf_counter() - started,
+        notes=list(ctx.notes),
     )
 
 

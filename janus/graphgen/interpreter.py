@@ -266,8 +266,18 @@ class Interpreter:
         loc = self.loc(frame, node)
         items = self._for_items(frame, node, iterable, loc)
         if isinstance(items, control_flow.LoopPlan):
-            control_flow.convert_loop(self, frame, node, items)
-            return
+            if type(iterable) is not range:
+                control_flow.convert_loop(self, frame, node, items)
+                return
+            # A static range past max_unroll (or with unrolling switched off): a loop op if
+            # the body allows one, else unrolled as Python would run it.
+            try:
+                with self.ctx.attempt():
+                    control_flow.convert_loop(self, frame, node, items)
+                return
+            except NotConvertible as err:
+                self.ctx.note(f"loop unrolled instead of tf.while_loop: {err}")
+                items = iter(iterable)
         self._unrolled(frame, node, items, loc)
 
     def _unrolled(self, frame: Frame, node: gast.For, items: Iterator[object], loc: str) -> None:
@@ -290,6 +300,14 @@ class Interpreter:
         """Static items to unroll over, or a LoopPlan for tf.while_loop."""
         if isinstance(iterable, SymbolicRange):
             return self._range_items(frame, node, iterable, loc)
+        if type(iterable) is range and (not config.unroll_loops or len(iterable) > config.max_unroll):
+            start, step = iterable.start, iterable.step
+            return control_flow.LoopPlan(
+                tf.constant(len(iterable), tf.int32),
+                lambda i: PyNumber(tf.cast(i, tf.int64) * step + start, int),
+                node.target,
+                static_count=len(iterable),
+            )
         if not is_symbolic(iterable):
             return self.iterate(frame, node, iterable)
         x = iterable
@@ -480,12 +498,11 @@ class Interpreter:
         key = self.eval(frame, node.slice)
         loc = self.loc(frame, node)
         if isinstance(base, TensorList):
-            if key == -1:
+            if type(key) is int and key == -1:
                 return base.last()
             raise NotConvertible("indexing a list built in a converted loop (other than [-1])", loc)
-        if isinstance(key, PyNumber) and (is_symbolic(base) or isinstance(base, (tf.Variable, EagerTensor))):
-            key = pynumber.as_index(key, loc)
         if is_symbolic(base) or isinstance(base, (tf.Variable, EagerTensor)):
+            key = self._tensor_index(key, loc)
             if not is_safe_operand(key):
                 raise NotConvertible("tensor indexed by a user object", loc)
             return self.ctx.record_call("getitem", operator.getitem, (base, key), {}, loc)
@@ -494,6 +511,16 @@ class Interpreter:
         if is_user_object(base):
             raise NotConvertible(f"subscript of user object {type(base).__name__}", loc)
         return base[key]
+
+    def _tensor_index(self, key: object, loc: str) -> object:
+        """A tensor index with loop indices (int PyNumbers) made int64 tensors."""
+        if isinstance(key, PyNumber):
+            return pynumber.as_index(key, loc)
+        if type(key) is tuple:
+            return tuple(self._tensor_index(k, loc) for k in key)
+        if type(key) is slice:
+            return slice(*(self._tensor_index(k, loc) for k in (key.start, key.stop, key.step)))
+        return key
 
     def _expr_Slice(self, frame: Frame, node: gast.Slice) -> object:
         parts = [None if p is None else self.eval(frame, p) for p in (node.lower, node.upper, node.step)]
