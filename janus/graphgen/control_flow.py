@@ -377,7 +377,7 @@ def convert_loop(interp: Interpreter, frame: Frame, node: gast.For | gast.While,
         n for n in appended_lists(node.body) if n not in assigned and type(frame.locals.get(n)) is list
     )  # fmt: skip
     for name in lists:
-        if frame.locals[name] or interp.ctx.is_heap_container(frame.locals[name]):  # noqa: SIM102
+        if frame.locals[name] or interp.ctx.is_heap_container(frame.locals[name]):
             raise NotConvertible(f"list {name!r} appended in a converted loop is not a new empty local list", loc)
 
     def make_scope(index: tf.Tensor, carried_values: list, list_values: list) -> Frame:
@@ -475,9 +475,9 @@ def convert_loop(interp: Interpreter, frame: Frame, node: gast.For | gast.While,
 
 def _promotion(entry: object, after: object) -> tf.DType | None:
     """The dtype a Python number enters the loop as, when the first iteration makes it a scalar tensor."""
-    if type(entry) in (int, float) and isinstance(after, tf.Tensor) and after.shape.rank == 0:
-        if after.dtype.is_floating or (after.dtype.is_integer and type(entry) is int):
-            return after.dtype
+    scalar = type(entry) in (int, float) and isinstance(after, tf.Tensor) and after.shape.rank == 0
+    if scalar and (after.dtype.is_floating or (after.dtype.is_integer and type(entry) is int)):
+        return after.dtype
     return None
 
 
