@@ -7,9 +7,11 @@ import argparse
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks import core
+from benchmarks import control_flow, core
 from benchmarks.harness import write_json
-from benchmarks.report import update_readme
+from benchmarks.report import model_rows, update_readme
+
+MODELS = (core.lenet_three_ways, control_flow.lstm_three_ways)
 
 
 def main() -> None:
@@ -17,37 +19,27 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smoke run: fewer repeats")
     args = parser.parse_args()
     console = Console()
-    results = []
-    for bench in (core.lenet_three_ways, core.per_call_overhead, core.profiler_overhead):
+    models = []
+    for bench in MODELS:
         with console.status(f"running {bench.__name__}"):
-            results.append(bench(args.quick))
-    path = write_json("core-quick.json" if args.quick else "core.json", {"results": results})
+            models.append(bench(args.quick))
+    with console.status("running per-call and profiler overhead"):
+        overhead = core.per_call_overhead(args.quick)
+        profiler = core.profiler_overhead(args.quick)
+    payload = {"models": models, "overhead": overhead, "profiler": profiler}
+    path = write_json("summary-quick.json" if args.quick else "summary.json", payload)
 
-    lenet, overhead, profiler = results
-    table = Table(title="janus \\[core] benchmarks (medians, interleaved, one process)")
-    for col in ("benchmark", "imperative", "janus", "tf.function", "janus ÷ eager", "janus ÷ tf.function"):
+    table = Table(title="janus benchmarks (medians, interleaved, one process)")
+    for col in ("model", "unit", "eager", "janus", "tf.function", "janus ÷ eager", "janus ÷ tf.function"):
         table.add_column(col)
-    table.add_row(
-        "LeNet (images/s)",
-        f"{lenet['imperative']:.0f}",
-        f"{lenet['janus']:.0f}",
-        f"{lenet['symbolic']:.0f}",
-        f"{lenet['janus_over_imperative']:.2f}×",
-        f"{lenet['janus_over_symbolic']:.3f}×",
-    )
-    table.add_row(
-        "3-op call (µs/call)",
-        f"{overhead['eager_us']:.1f}",
-        f"{overhead['janus_us']:.1f}",
-        f"{overhead['tf_function_us']:.1f}",
-        f"{overhead['eager_us'] / overhead['janus_us']:.2f}×",
-        f"{overhead['janus_over_tf_function']:.2f}×",
-    )
+    for row in model_rows(payload):
+        table.add_row(*row)
     console.print(table)
+    lstm = next(m for m in models if m["name"] == "lstm")
     console.print(
-        f"one eager op: {overhead['eager_one_op_us']:.1f} µs; profiled LeNet step: "
-        f"{profiler['profiled_over_eager']:.2f}× plain eager "
-        f"({profiler['profiled_ms']:.1f} vs {profiler['eager_ms']:.1f} ms)"
+        f"LSTM +UNRL: unrolled janus is {lstm['unrl_effect']:.2f}× janus with tf.while_loop. "
+        f"Per call, 3-op function: janus {overhead['janus_us']:.1f} µs, tf.function {overhead['tf_function_us']:.1f} µs, "
+        f"eager {overhead['eager_us']:.1f} µs. Profiled LeNet step: {profiler['profiled_over_eager']:.2f}× eager."
     )
     console.print(f"written: {path}")
     if not args.quick:

@@ -20,13 +20,14 @@ def lenet_three_ways(quick: bool = False) -> dict:
         else:
             step = lenet.imperative_step(model, opt)
             if variant == "janus":
-                step = janus.jit(step)
+                step = jitted = janus.jit(step)
         steps[variant] = lenet.feeder(step, data)
     m = measure(
         "lenet", steps, unit="images/s", items_per_step=lenet.BATCH,
         warmup=5, repeats=3 if quick else 9, steps=3 if quick else 10,
     )  # fmt: skip
-    janus_stats = janus.stats(steps["janus"].__closure__[1].cell_contents)
+    janus_stats = janus.stats(jitted)
+    assert janus_stats["graph_calls"] > 0, janus.explain(jitted)
     return {
         "name": "lenet",
         "unit": "images/s",

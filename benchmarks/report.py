@@ -1,4 +1,4 @@
-"""Renders measured results (benchmarks/results/*.json) into the README's benchmark block."""
+"""Renders measured results (benchmarks/results/summary.json) into the README's benchmark block."""
 
 from __future__ import annotations
 
@@ -8,33 +8,67 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = "<!-- BENCHMARKS:BEGIN -->", "<!-- BENCHMARKS:END -->"
+LABELS = {"lenet": "LeNet, batch 50", "lstm": "LSTM (PTB-shaped), batch 20 × 20 steps"}
 
 
-def core_markdown(payload: dict) -> str:
-    lenet, overhead, profiler = payload["results"]
-    return "\n".join(
+def model_rows(payload: dict) -> list[list[str]]:
+    rows = []
+    for m in payload["models"]:
+        rows.append(
+            [
+                LABELS.get(m["name"], m["name"]),
+                m["unit"],
+                f"{m['imperative']:.0f}",
+                f"{m['janus']:.0f}",
+                f"{m['symbolic']:.0f}",
+                f"{m['janus_over_imperative']:.2f}×",
+                f"{m['janus_over_symbolic']:.3f}×",
+            ]
+        )
+    o = payload["overhead"]
+    rows.append(
         [
-            f"Measured by `make bench` on {payload['date']} ({payload['machine']}).",
-            "",
-            "| benchmark | eager | janus | tf.function | janus ÷ eager | janus ÷ tf.function |",
-            "|---|---|---|---|---|---|",
-            f"| LeNet, batch 50 (images/s) | {lenet['imperative']:.0f} | {lenet['janus']:.0f} | "
-            f"{lenet['symbolic']:.0f} | {lenet['janus_over_imperative']:.2f}× | {lenet['janus_over_symbolic']:.3f}× |",
-            f"| 3-op scalar function (µs/call) | {overhead['eager_us']:.1f} | {overhead['janus_us']:.1f} | "
-            f"{overhead['tf_function_us']:.1f} | {overhead['eager_us'] / overhead['janus_us']:.2f}× | "
-            f"{overhead['janus_over_tf_function']:.2f}× |",
-            "",
-            f"One eager op costs {overhead['eager_one_op_us']:.1f} µs on the same machine. A profiled LeNet step "
-            f"costs {profiler['profiled_over_eager']:.2f}× a plain eager step ({profiler['profiled_ms']:.1f} ms vs "
-            f"{profiler['eager_ms']:.1f} ms). Only the first `profile_calls` calls pay this.",
+            "3-op scalar function",
+            "µs/call",
+            f"{o['eager_us']:.1f}",
+            f"{o['janus_us']:.1f}",
+            f"{o['tf_function_us']:.1f}",
+            f"{o['eager_us'] / o['janus_us']:.2f}×",
+            f"{o['janus_over_tf_function']:.2f}×",
         ]
     )
+    return rows
 
 
-def update_readme(results_file: Path = ROOT / "benchmarks" / "results" / "core.json") -> None:
+def markdown(payload: dict) -> str:
+    lines = [
+        f"Measured by `make bench` on {payload['date']} ({payload['machine']}).",
+        "",
+        "| model | unit | eager | janus | tf.function | janus ÷ eager | janus ÷ tf.function |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += ["| " + " | ".join(row) + " |" for row in model_rows(payload)]
+    o, p = payload["overhead"], payload["profiler"]
+    extra = [
+        "",
+        f"One eager op costs {o['eager_one_op_us']:.1f} µs on the same machine. A profiled LeNet step costs "
+        f"{p['profiled_over_eager']:.2f}× a plain eager step ({p['profiled_ms']:.1f} ms vs {p['eager_ms']:.1f} ms); "
+        "only the first `profile_calls` calls pay this.",
+    ]
+    lstm = next((m for m in payload["models"] if m["name"] == "lstm"), None)
+    if lstm:
+        extra.append(
+            f"LSTM ablation (+UNRL): janus with the time loop unrolled runs {lstm['unrl_effect']:.2f}× as fast as "
+            f"janus with it as a `tf.while_loop` (`janus.config.unroll_loops = False`: "
+            f"{lstm['janus_loop_op']:.0f} words/s)."
+        )
+    return "\n".join(lines + extra)
+
+
+def update_readme(results_file: Path = ROOT / "benchmarks" / "results" / "summary.json") -> None:
     readme = ROOT / "README.md"
     text = readme.read_text()
-    block = f"{BEGIN}\n{core_markdown(json.loads(results_file.read_text()))}\n{END}"
+    block = f"{BEGIN}\n{markdown(json.loads(results_file.read_text()))}\n{END}"
     readme.write_text(re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S))
 
 

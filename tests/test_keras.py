@@ -95,3 +95,47 @@ def test_user_subclassed_model_call_is_not_executed_while_generating():
         assert_same(net.dense(x) * 2.0, step(x))
     assert len(calls) == 5, calls  # user call() ran only for the 5 real calls
     assert "runs imperatively" in janus.explain(step)
+
+
+def make_lstm_program():
+    keras.utils.set_random_seed(3)
+    embedding = tf.Variable(tf.random.uniform([50, 8], -0.1, 0.1))
+    cell = keras.layers.LSTMCell(8)
+    cell.build((4, 8))
+    dense = keras.layers.Dense(50)
+    dense.build((4, 8))
+    variables = [embedding, *cell.trainable_variables, *dense.trainable_variables]
+    opt = keras.optimizers.SGD(0.5)
+
+    def train_step(x, y, state):
+        h, c = state
+        with tf.GradientTape() as tape:
+            loss = 0.0
+            for t in range(x.shape[1]):
+                out, (h, c) = cell(tf.nn.embedding_lookup(embedding, x[:, t]), (h, c))
+                loss += tf.reduce_mean(
+                    tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y[:, t], logits=dense(out))
+                )
+            loss = loss / x.shape[1]
+        opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return loss, (h, c)
+
+    return train_step, lambda: [v.numpy() for v in variables]
+
+
+@pytest.mark.parametrize("unroll", [True, False])
+def test_lstm_language_model_step_unrolled_and_as_loop(unroll):
+    import janus
+
+    janus.config.unroll_loops = unroll
+    rng = np.random.default_rng(0)
+    state = (tf.zeros([4, 8]), tf.zeros([4, 8]))
+    calls = []
+    for _ in range(6):
+        d = rng.integers(0, 50, size=(4, 6)).astype("int32")
+        calls.append((tf.constant(d[:, :-1]), tf.constant(d[:, 1:]), state))
+    jitted = run_differential(make_lstm_program, calls, min_graph_calls=3)
+    graph = jitted.cache.entries[0].graph.concrete.graph
+    ops = {node.op for fn in graph.as_graph_def().library.function for node in fn.node_def}
+    ops |= {op.type for op in graph.get_operations()}
+    assert bool(ops & {"While", "StatelessWhile"}) == (not unroll)
