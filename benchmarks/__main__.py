@@ -39,7 +39,8 @@ def main() -> None:
     console.print(
         f"LSTM +UNRL: unrolled janus is {lstm['unrl_effect']:.2f}× janus with tf.while_loop. "
         f"Per call, 3-op function: janus {overhead['janus_us']:.1f} µs, "
-        f"tf.function {overhead['tf_function_us']:.1f} µs, eager {overhead['eager_us']:.1f} µs. Profiled LeNet step: {profiler['profiled_over_eager']:.2f}× eager."
+        f"tf.function {overhead['tf_function_us']:.1f} µs, eager {overhead['eager_us']:.1f} µs. "
+        f"Profiled LeNet step: {profiler['profiled_over_eager']:.2f}× eager."
     )
     console.print(f"written: {path}")
     if not args.quick:
