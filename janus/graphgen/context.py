@@ -206,7 +206,9 @@ class GenerationContext:
             return self._heap_or_value(instance_dict[attr], path, attr, loc, profiled)
         value = getattr(base, attr)
         if isinstance(class_attr, types.FunctionType) and path is not None and isinstance(instance_dict, dict):
-            self.guard(f"attribute {attr}@{loc}", f"{attr!r} not in {path}.__dict__", f"{attr} is a method", loc)
+            key = f"attribute {attr}@{loc}"
+            self.guard(key, f"{attr!r} not in {path}.__dict__", f"{attr} is a method", loc)
+            self.guard(key, f"type({path}).{attr} is {self.const(class_attr)}", f"method {attr} is unchanged", loc)
             return value
         if isinstance(value, types.MethodType):
             return value

@@ -23,7 +23,7 @@ import tensorflow as tf
 from tensorflow.python.framework.ops import EagerTensor
 
 from janus.config import config
-from janus.graphgen import control_flow, pynumber
+from janus.graphgen import control_flow, keras_layers, pynumber
 from janus.graphgen.context import GenerationContext
 from janus.graphgen.control_flow import SymbolicRange, TensorList
 from janus.graphgen.errors import NeedsStaticShape, NotConvertible
@@ -723,6 +723,8 @@ class Interpreter:
             return self._call_builtin(callee, args, kwargs, loc)
         if isinstance(callee, types.BuiltinMethodType) and type(callee.__self__) in (list, dict, set):
             self.ctx.check_local_mutation(callee.__self__, loc, callee.__name__)
+        if keras_layers.is_keras_layer(callee):
+            return self._call_keras_layer(callee, args, kwargs, loc)
         if not is_library_object(callee):
             kind = "class" if isinstance(callee, type) else type(callee).__name__
             raise NotConvertible(f"call of user {kind} {getattr(callee, '__qualname__', '')}".rstrip(), loc)
@@ -734,6 +736,19 @@ class Interpreter:
             self.ctx.check_library_argument(value, loc)
         label = getattr(callee, "__qualname__", None) or type(callee).__qualname__
         return self.ctx.record_call(label, callee, tuple(args), kwargs, loc)
+
+    def _call_keras_layer(self, layer: object, args: list, kwargs: dict, loc: str) -> object:
+        """Keras's ``__call__`` runs; the ``call`` of every user layer within is converted."""
+        args = [self._library_value(v, loc) for v in args]
+        kwargs = {k: self._library_value(v, loc) for k, v in kwargs.items()}
+        for value in (*args, *kwargs.values()):
+            self.ctx.check_library_argument(value, loc)
+        with keras_layers.converted_calls(layer, self.call_function) as converted:
+            for user_layer, fn in converted:  # the converted code stays right only while `call` is this one
+                cls = type(user_layer)
+                self.ctx.guard(f"{cls.__qualname__}.call@{loc}", f"{self.ctx.const(cls)}.call is {self.ctx.const(fn)}",
+                               f"{cls.__qualname__}.call is unchanged", loc)  # fmt: skip
+            return self.ctx.record_call(type(layer).__name__, layer, tuple(args), kwargs, loc)
 
     def _library_value(self, value: object, loc: str) -> object:
         """A Python number unknown while generating, as eager's convert_to_tensor would make it."""

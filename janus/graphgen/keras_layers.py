@@ -1,0 +1,68 @@
+"""User-defined Keras layers and models: their ``call`` is converted, Keras's ``__call__`` runs.
+
+Calling a Keras layer runs Keras's own ``__call__`` (library code: name scopes, autocast,
+the ``training`` flag's propagation, masking), which then calls ``self.call``. For a layer
+whose ``call`` is user code, janus installs a shim on the instance for the duration of the
+library call: Keras calls the shim, and the shim converts the user's ``call`` from its AST.
+So Keras's semantics are kept and the user's code never runs while a graph is built. The
+same happens for user layers nested anywhere inside a library model (Sequential, functional).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import types
+from collections.abc import Callable, Iterator
+
+from janus.library import is_library_code
+
+_MISSING = object()
+
+
+def is_keras_layer(obj: object) -> bool:
+    return any(k.__name__ == "Layer" and k.__module__.split(".")[0] in ("keras", "tf_keras") for k in type(obj).__mro__)
+
+
+def user_call(layer: object) -> types.FunctionType | None:
+    """The user-written ``call`` of a Keras layer instance, if its class defines one."""
+    impl = inspect.getattr_static(type(layer), "call", None)
+    if isinstance(impl, types.FunctionType) and not is_library_code(impl.__code__):
+        return impl
+    return None
+
+
+def _layers_within(root: object) -> list[object]:
+    layers = [root]
+    flatten = getattr(root, "_flatten_layers", None)
+    if flatten is not None:
+        layers += list(flatten(include_self=False))
+    return layers
+
+
+@contextlib.contextmanager
+def converted_calls(
+    root: object, convert: Callable[[types.FunctionType, list, dict], object]
+) -> Iterator[list[tuple[object, types.FunctionType]]]:
+    """Installs conversion shims on every user layer within ``root``; yields (layer, call) pairs."""
+    installed: list[tuple[object, object]] = []
+    converted: list[tuple[object, types.FunctionType]] = []
+    try:
+        for layer in _layers_within(root) if is_keras_layer(root) else []:
+            fn = user_call(layer)
+            if fn is None or "call" in getattr(layer, "__dict__", {}) and layer.__dict__["call"].__name__ == "shim":
+                continue
+
+            def shim(*args: object, _fn: types.FunctionType = fn, _layer: object = layer, **kwargs: object) -> object:
+                return convert(_fn, [_layer, *args], kwargs)
+
+            installed.append((layer, layer.__dict__.get("call", _MISSING)))
+            converted.append((layer, fn))
+            object.__setattr__(layer, "call", shim)
+        yield converted
+    finally:
+        for layer, previous in reversed(installed):
+            if previous is _MISSING:
+                object.__delattr__(layer, "call")
+            else:
+                object.__setattr__(layer, "call", previous)
