@@ -219,7 +219,8 @@ def _value_failures(spec: ArgSpec, failures: collections.Counter, key: str) -> b
     if isinstance(spec, ConstArg):
         return failures[f"{key}:value"] >= config.max_failures
     if isinstance(spec, SeqArg):
-        return any(_value_failures(s, failures, f"{key}[{i}]") for i, s in enumerate(spec.items))
+        labels = spec.keys if spec.keys is not None else range(len(spec.items))
+        return any(_value_failures(s, failures, f"{key}[{label!r}]") for label, s in zip(labels, spec.items))
     return failures[key] >= config.max_failures
 
 

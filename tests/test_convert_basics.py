@@ -307,3 +307,13 @@ def test_python_scalar_arguments_are_specialised(value):
         return x * v
 
     run_differential(plain(f), [(t, value) for t in tensors(2)])
+
+
+def test_dict_and_nested_container_arguments():
+    def f(batch, cfg):
+        x, y = batch["x"], batch["y"]
+        out = x * cfg["scale"] + y
+        return {"out": out, "n": len(batch), "keys": sorted(batch)}, [v * 2.0 for v in cfg["extra"]]
+
+    calls = [({"x": a, "y": b}, {"scale": 2.0, "extra": (a, b)}) for a, b in pairs(3)]
+    run_differential(plain(f), calls)

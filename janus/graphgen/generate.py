@@ -125,9 +125,13 @@ def _add_input_guards(
     elif isinstance(spec, SeqArg):
         kind = ctx.const(spec.type)
         described = f"{what} is a {spec.type.__name__} of length {len(spec.items)}"
-        ctx.guard(f"{key}:type", f"type({path}) is {kind} and len({path}) == {len(spec.items)}", described, loc)
-        for j, item in enumerate(spec.items):
-            _add_input_guards(ctx, item, f"{path}[{j}]", f"{what}[{j}]", loc, signature, flat)
+        check = f"type({path}) is {kind} and len({path}) == {len(spec.items)}"
+        if spec.keys is not None:
+            check += f" and tuple({path}) == {ctx.const(spec.keys)}"
+            described += f" with keys {list(spec.keys)}"
+        ctx.guard(f"{key}:type", check, described, loc)
+        for label, item in zip(_labels(spec), spec.items):
+            _add_input_guards(ctx, item, f"{path}[{label!r}]", f"{what}[{label!r}]", loc, signature, flat)
 
 
 def _argument_value(ctx: GenerationContext, spec: ArgSpec, path: str, what: str, loc: str, feed) -> object:
@@ -141,10 +145,19 @@ def _argument_value(ctx: GenerationContext, spec: ArgSpec, path: str, what: str,
     if isinstance(spec, NumberArg):
         return ctx.number_input(path)
     if isinstance(spec, SeqArg):
-        items = [_argument_value(ctx, s, f"{path}[{j}]", f"{what}[{j}]", loc, feed) for j, s in enumerate(spec.items)]
-        return ctx.mark_heap_container(items) if spec.type is list else spec.type(items)
+        items = [
+            _argument_value(ctx, s, f"{path}[{label!r}]", f"{what}[{label!r}]", loc, feed)
+            for label, s in zip(_labels(spec), spec.items)
+        ]
+        if spec.type is dict:
+            return ctx.mark_heap_container(dict(zip(spec.keys, items)))
+        return ctx.mark_heap_container(items) if spec.type is list else tuple(items)
     assert isinstance(spec, ObjectArg)
     return ctx.read_heap(spec.obj, path, what, loc)
+
+
+def _labels(spec: SeqArg) -> list:
+    return list(spec.keys) if spec.keys is not None else list(range(len(spec.items)))
 
 
 # ------------------------------------------------------------------ results

@@ -46,6 +46,7 @@ class ObjectArg:
 class SeqArg:
     type: type
     items: tuple
+    keys: tuple | None = None  # for dicts
 
 
 ArgSpec = TensorArg | ConstArg | NumberArg | ObjectArg | SeqArg
@@ -84,11 +85,16 @@ def derive(
             return NumberArg(float)
         return ConstArg(latest.type, latest.value)
     if isinstance(latest, SeqObs):
-        same = [o for o in same_kind if o.type is latest.type and len(o.items) == len(latest.items)]
+        same = [
+            o
+            for o in same_kind
+            if o.type is latest.type and o.keys == latest.keys and len(o.items) == len(latest.items)
+        ]
+        labels = latest.keys if latest.keys is not None else range(len(latest.items))
         items = tuple(
-            derive([o.items[i] for o in same], f"{path}[{i}]", failures, max_failures, exact_shapes)
-            for i in range(len(latest.items))
+            derive([o.items[i] for o in same], f"{path}[{label!r}]", failures, max_failures, exact_shapes)
+            for i, label in enumerate(labels)
         )
-        return SeqArg(latest.type, items)
+        return SeqArg(latest.type, items, latest.keys)
     assert isinstance(latest, ObjectObs)
     return ObjectArg(latest.obj)

@@ -40,8 +40,11 @@ class ObjectObs:
 
 @dataclasses.dataclass(frozen=True)
 class SeqObs:
+    """A list, tuple or dict (``keys`` set, plain constants only) observed item by item."""
+
     type: type
     items: tuple
+    keys: tuple | None = None
 
 
 Observation = TensorObs | ScalarObs | ObjectObs | SeqObs
@@ -59,4 +62,6 @@ def observe(value: object) -> Observation:
         return ScalarObs(type(value), value)
     if type(value) in (tuple, list):
         return SeqObs(type(value), tuple(observe(v) for v in value))
+    if type(value) is dict and all(type(k) in SCALAR_TYPES for k in value):
+        return SeqObs(dict, tuple(observe(v) for v in value.values()), tuple(value))
     return ObjectObs(value)
