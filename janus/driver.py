@@ -88,12 +88,12 @@ class JitFunction:
         runner, flat = self.cache.lookup(bound)
         if runner is not None:
             try:
-                result = runner(flat)
+                result = runner(flat, bound)
             except AssumptionFailed as failed:
                 return self._after_assertion_failure(runner, failed.assumption_id, bound, args, kwargs)
             except tf.errors.OpError:
                 if runner.graph.state_writes:
-                    raise  # state may already be updated: re-running would apply it twice
+                    raise  # TF state may already be updated: re-running would apply it twice
                 stats.fallbacks += 1
                 return self._profiled(bound, args, kwargs)  # raises eager's own error
             stats.graph_calls += 1
@@ -125,10 +125,11 @@ class JitFunction:
             self.stats.guard_misses += 1
             self.stats.fallbacks += 1
             self._record_guard_miss(bound)
-        result = self._profiled(bound, args, kwargs)
-        if len(self.profile.calls) >= target and self.imperative_reason is None:
-            self._build()
-        return result
+        try:
+            return self._profiled(bound, args, kwargs)
+        finally:  # a call that raised was profiled too: build all the same
+            if len(self.profile.calls) >= target and self.imperative_reason is None:
+                self._build()
 
     def _record_guard_miss(self, bound: tuple) -> None:
         if not self.cache.entries:
@@ -145,9 +146,10 @@ class JitFunction:
         self.stats.fallbacks += 1
         self._fail(key, f"JanusAssert failed: {assumption.description if assumption else key}")
         self.cache.remove(runner)
-        result = self._profiled(bound, args, kwargs)
-        self._build()
-        return result
+        try:
+            return self._profiled(bound, args, kwargs)
+        finally:
+            self._build()
 
     def _fail(self, key: str, what: str) -> None:
         self.failures[key] += 1

@@ -25,7 +25,7 @@ class AssumptionFailed(Exception):
 
 
 class GraphRunner:
-    __slots__ = ("graph", "_name", "_attrs", "_num_inputs", "_num_outputs", "_pack", "_concrete")
+    __slots__ = ("graph", "_name", "_attrs", "_num_inputs", "_num_outputs", "_pack", "_concrete", "_commit", "_values")
 
     def __init__(self, graph: GeneratedGraph) -> None:
         self.graph = graph
@@ -37,8 +37,11 @@ class GraphRunner:
         self._num_outputs = graph.num_outputs
         self._pack = graph.pack
         self._concrete = graph.concrete
+        self._commit = graph.commit
+        self._values = graph.write_values
 
-    def __call__(self, flat: list) -> object:
+    def __call__(self, flat: list, args: tuple) -> object:
+        """Runs the graph on ``flat`` inputs; commits its heap writes; returns the packed result."""
         try:
             if record.could_possibly_record():
                 outputs = self._concrete._call_flat(flat[: self._num_inputs], flat[self._num_inputs :])
@@ -50,4 +53,6 @@ class GraphRunner:
             if assumption is not None:
                 raise AssumptionFailed(assumption) from None
             raise
+        if self._commit is not None:  # every assumption held: replay the heap writes, in program order
+            self._commit(self._values(outputs), *args)
         return self._pack(outputs)

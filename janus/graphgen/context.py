@@ -20,9 +20,11 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework.ops import EagerTensor
 
+from janus.config import config
 from janus.executor.guards import GuardBuilder
 from janus.graphgen.codedump import CodeRecorder
 from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConvertible
+from janus.graphgen.heap import MISSING, HeapList, HeapLog, Write
 from janus.graphgen.ordering import order_state_writes
 from janus.graphgen.pynumber import PyNumber
 from janus.graphgen.source import location
@@ -56,6 +58,9 @@ class GenerationContext:
         self.heap_tensors: dict[int, str] = {}  # id(eager tensor) -> path expression
         self._heap_containers: set[int] = set()
         self._paths: dict[int, str] = {}  # id(guarded object) -> a path that re-reads it
+        self.heap = HeapLog()
+        self._origins: dict[int, str] = {}  # id(heap snapshot or argument container) -> its path
+        self._views: dict[int, object] = {}  # id(heap list/dict) -> its local view in this generation
         self.notes: list[str] = []  # decisions worth showing in explain()
         self.region_depth = 0  # > 0 while tracing a cond branch or loop body
         self._site_positions: dict[tuple, int] = {}
@@ -70,18 +75,30 @@ class GenerationContext:
     def guard(self, key: str, expr: str, description: str, loc: str) -> None:
         self.guards.add(key, expr, description, loc)
 
-    def read_heap(self, value: object, path: str, what: str, loc: str, profiled: tuple | None = None) -> object:
+    def guard_class_attribute(self, cls: type, name: str, value: object, loc: str) -> None:
+        """Code converted from ``cls.name`` stays right only while the class still has that function."""
+        expr = f"{self.const(cls)}.{name} is {self.const(value)}"
+        self.guard(f"{cls.__qualname__}.{name}@{loc}", expr, f"{cls.__qualname__}.{name} is unchanged", loc)
+
+    def read_heap(
+        self, value: object, path: str, what: str, loc: str, profiled: tuple | None = None, materialize: bool = False
+    ) -> object:
         """Specialises on a value read from ``path`` (re-read and checked before every call).
 
         ``profiled`` is the profile's key for this read (code, line, chain): a Python
         scalar that kept changing while profiled is not specialised on.
         """
         key = f"{what}@{loc}"
-        if profiled is not None and is_plain(value) and self._varied(profiled):
+        keeps_changing = profiled is not None and self._varied(profiled) or self.failures(key) >= config.max_failures
+        if is_plain(value) and keeps_changing:
             if type(value) is float:
                 self.guard(key, f"type({path}) is float", f"{what} is a float (value relaxed)", loc)
                 return self.number_input(path)
-            raise NotConvertible(f"{what} keeps changing value between calls (heap state, see [state])", loc)
+            if type(value) is int:
+                check = f"type({path}) is int and -{2**31} <= {path} < {2**31}"
+                self.guard(key, check, f"{what} is an int (value relaxed)", loc)
+                return self.number_input(path, int)
+            raise NotConvertible(f"{what} keeps changing value between calls", loc)
         if isinstance(value, EagerTensor):
             other = self.heap_tensors.get(id(value))
             if other is not None and other != path:
@@ -98,40 +115,111 @@ class GenerationContext:
             else:
                 self.guard(key, scalar_guard(path, value, self.const), f"{what} == {value!r}", loc)
             return value
-        self.guard(key, f"{path} is {self.const(value)}", f"{what} is {_describe(value)}", loc)
-        self._paths.setdefault(id(value), path)
+        if not materialize:
+            self.guard(key, f"{path} is {self.const(value)}", f"{what} is {_describe(value)}", loc)
+            self._paths.setdefault(id(value), path)
+            if id(value) in self._views:  # one local view per heap container: reads see this call's writes
+                return self._views[id(value)]
         if type(value) is list:
+            if not materialize:
+                self._views[id(value)] = HeapList(value, path, what, loc, self.heap, self.read_heap)
+                return self._views[id(value)]
             self.guard(key, f"len({path}) == {len(value)}", f"len({what}) == {len(value)}", loc)
             snapshot = [self.read_heap(v, f"{path}[{i}]", f"{what}[{i}]", loc) for i, v in enumerate(value)]
-            return self.mark_heap_container(snapshot)
+            return self.mark_heap_container(snapshot, path)
         if type(value) is dict:
             keys = tuple(value)
             if not all(is_plain(k) for k in keys):
                 raise NotConvertible(f"{what} is a dict with non-constant keys", loc)
             self.guard(key, f"tuple({path}) == {self.const(keys)}", f"keys of {what}", loc)
             snapshot = {k: self.read_heap(value[k], f"{path}[{k!r}]", f"{what}[{k!r}]", loc) for k in keys}
-            return self.mark_heap_container(snapshot)
+            self._views[id(value)] = self.mark_heap_container(snapshot, path)
+            return snapshot
         if type(value) is set:
             raise NotConvertible(f"{what} is a set read from the heap", loc)
         return value
 
-    def number_input(self, path: str) -> PyNumber:
-        """A Python float re-read from ``path`` every call and fed to the graph as float64."""
+    def number_input(self, path: str, kind: type = float) -> PyNumber:
+        """A Python float (int) re-read from ``path`` every call and fed to the graph as float64 (int64)."""
+        dtype = tf.float64 if kind is float else tf.int64
         with tf.init_scope():  # an eager tensor, captured as an input that prepare() feeds
-            placeholder_value = tf.constant(0.0, tf.float64)
-        self.heap_tensors[id(placeholder_value)] = f"{self.const(_to_float64)}({path})"
+            placeholder_value = tf.constant(0, dtype)
+        feed = _to_float64 if kind is float else _to_int64
+        self.heap_tensors[id(placeholder_value)] = f"{self.const(feed)}({path})"
         self._keep.append(placeholder_value)
-        return PyNumber(tf.identity(placeholder_value), float)
+        return PyNumber(tf.identity(placeholder_value), kind)
 
     def _varied(self, profiled: tuple) -> bool:
         """The read changed value at least twice while profiled: it keeps changing."""
         seen = [repr(o) for o in self.profile.heap_reads.get(profiled, ())]
         return sum(a != b for a, b in zip(seen, seen[1:])) >= 2
 
-    def mark_heap_container(self, snapshot: object) -> object:
+    def mark_heap_container(self, snapshot: object, path: str) -> object:
+        """A local copy of a container that lives on the heap at ``path`` (writes go to the log)."""
         self._heap_containers.add(id(snapshot))
+        self._origins[id(snapshot)] = path
         self._keep.append(snapshot)
         return snapshot
+
+    # ------------------------------------------------------------- heap writes
+    def write_attribute(self, base: object, attr: str, value: object, loc: str) -> None:
+        path = self._paths.get(id(base))
+        if path is None or is_plain(base) or is_symbolic(base):
+            raise NotConvertible(f"attribute assignment to an object janus cannot re-read (.{attr})", loc)
+        cls = type(base)
+        if is_library_class(cls):
+            raise NotConvertible(f"attribute assignment on library object {cls.__name__}.{attr}", loc)
+        setter = getattr(cls, "__setattr__", object.__setattr__)
+        if setter is not object.__setattr__ and not is_library_code(getattr(setter, "__code__", _LIB_CODE)):
+            raise NotConvertible(f"{cls.__name__} defines __setattr__", loc)
+        descriptor = inspect.getattr_static(cls, attr, _MISSING)
+        if hasattr(type(descriptor), "__set__"):
+            raise NotConvertible(f"assignment to {cls.__name__}.{attr}, a property or descriptor", loc)
+        self._check_storable(value, loc)
+        self.heap.log(Write("setattr", base, path, attr, value, loc))
+
+    def write_item(self, container: object, key: object, value: object, loc: str) -> None:
+        """``container[key] = value`` for a container from the heap (logged) or a local one (done)."""
+        if isinstance(container, HeapList):
+            self._check_storable(value, loc)
+            container.setitem(key, value)
+            return
+        container[key] = value
+        path = self._origins.get(id(container))
+        if path is not None:
+            self._check_storable(value, loc)
+            self.heap.log(Write("setitem", container, path, key, value, loc))
+
+    def write_global(self, namespace: dict, name: str, value: object, loc: str) -> None:
+        self._check_storable(value, loc)
+        self.heap.log(Write("setitem", namespace, self.const(namespace), name, value, loc))
+
+    def write_cell(self, cell: types.CellType, value: object, loc: str) -> None:
+        self._check_storable(value, loc)
+        self.heap.log(Write("setattr", cell, self.const(cell), "cell_contents", value, loc))
+
+    def log_print(self, args: tuple, kwargs: dict, loc: str) -> None:
+        if set(kwargs) - {"sep", "end"}:
+            raise NotConvertible("print() to a file or with flush is not deferred", loc)
+        for value in (*args, *kwargs.values()):
+            self._check_storable(value, loc)
+        self.heap.log(Write("print", None, "", None, (tuple(args), dict(kwargs)), loc))
+
+    def _check_storable(self, value: object, loc: str) -> None:
+        if isinstance(value, (list, tuple)):
+            for item in value:
+                self._check_storable(item, loc)
+        elif isinstance(value, dict):
+            for item in value.values():
+                self._check_storable(item, loc)
+        elif type(value).__name__ in ("TensorList", "SymbolicRange", "LocalFunction") or (
+            isinstance(value, tf.Tensor) and not is_symbolic(value) and not isinstance(value, EagerTensor)
+        ):
+            raise NotConvertible(f"a {type(value).__name__} stored on the heap", loc)
+
+    def heap_value(self, target: object, key: object) -> object:
+        """The value this call already wrote to ``target``'s ``key``, or heap.MISSING."""
+        return self.heap.local(target, key)
 
     def note(self, text: str) -> None:
         self.notes.append(text)
@@ -143,9 +231,25 @@ class GenerationContext:
         """Whether an assumption with this key has failed before (then it is not made again)."""
         return self.failures(key) > 0
 
-    def check_local_mutation(self, container: object, loc: str, method: str = "") -> None:
-        if id(container) in self._heap_containers and method not in _READ_ONLY_METHODS:
-            raise NotConvertible("mutation of a list or dict that lives on the heap", loc)
+    def mutate_container(self, container: object, method: str, args: tuple, loc: str) -> bool:
+        """A method call on a list/dict: logged when the container lives on the heap.
+
+        Returns True when the call was logged (and applied to the local copy) here.
+        """
+        path = self._origins.get(id(container))
+        if path is None or method in _READ_ONLY_METHODS:
+            return False
+        if method not in ("append", "extend", "update") or (method == "update" and len(args) != 1):
+            raise NotConvertible(f"{type(container).__name__}.{method}() on a container that lives on the heap", loc)
+        for value in args:
+            self._check_storable(value, loc)
+        getattr(container, method)(*args)
+        if method == "update":
+            for key, value in dict(args[0]).items():
+                self.heap.log(Write("setitem", container, path, key, value, loc))
+        else:
+            self.heap.log(Write(method, container, path, None, list(args[0]) if method == "extend" else args[0], loc))
+        return True
 
     def check_library_argument(self, value: object, loc: str) -> None:
         """Library calls must not be handed user code they could run while generating."""
@@ -201,6 +305,9 @@ class GenerationContext:
             if getter is not None and is_library_code(getattr(getter, "__code__", None) or _LIB_CODE):
                 return getattr(base, attr)
             raise NotConvertible(f"property {cls.__name__}.{attr} runs user code", loc)
+        written = self.heap.local(base, attr)
+        if written is not MISSING:
+            return written
         instance_dict = getattr(base, "__dict__", None)
         if isinstance(instance_dict, dict) and attr in instance_dict:
             return self._heap_or_value(instance_dict[attr], path, attr, loc, profiled)
@@ -208,7 +315,7 @@ class GenerationContext:
         if isinstance(class_attr, types.FunctionType) and path is not None and isinstance(instance_dict, dict):
             key = f"attribute {attr}@{loc}"
             self.guard(key, f"{attr!r} not in {path}.__dict__", f"{attr} is a method", loc)
-            self.guard(key, f"type({path}).{attr} is {self.const(class_attr)}", f"method {attr} is unchanged", loc)
+            self.guard_class_attribute(type(base), attr, class_attr, loc)
             return value
         if isinstance(value, types.MethodType):
             return value
@@ -355,6 +462,10 @@ def scalar_guard(path: str, value: object, const: Callable[[object], str]) -> st
 
 def _to_float64(value: float) -> tf.Tensor:
     return tf.constant(value, tf.float64)
+
+
+def _to_int64(value: int) -> tf.Tensor:
+    return tf.constant(value, tf.int64)
 
 
 def _describe(value: object) -> str:

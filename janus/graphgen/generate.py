@@ -19,6 +19,7 @@ from janus.executor.guards import GuardBuilder
 from janus.graphgen.context import Assumption, GenerationContext, scalar_guard, tensor_guard
 from janus.graphgen.control_flow import TensorList
 from janus.graphgen.errors import NotConvertible
+from janus.graphgen.heap import HeapList
 from janus.graphgen.interpreter import Interpreter
 from janus.graphgen.ordering import is_state_write, order_state_writes
 from janus.graphgen.pynumber import PyNumber, to_python
@@ -38,6 +39,8 @@ class GeneratedGraph:
     num_inputs: int
     num_outputs: int
     pack: Callable[[list], object]
+    commit: Callable[..., None] | None  # replays heap writes after success: commit(V, a0, a1, ...)
+    write_values: Callable[[list], list]  # graph outputs -> the values the heap writes store
     assumptions: dict[int, Assumption]
     guards: GuardBuilder
     specs: list[ArgSpec]
@@ -63,6 +66,7 @@ def generate(
         _add_input_guards(ctx, spec, f"a{i}", f"argument {params[i]}", loc, signature, flat_inputs)
 
     template: list = []
+    write_templates: list = []
 
     def driver(*placeholders: tf.Tensor) -> list[tf.Tensor]:
         feed = iter(placeholders)
@@ -75,6 +79,7 @@ def generate(
         result = Interpreter(ctx).run(func, arguments)
         outputs: list[tf.Tensor] = []
         template.append(_flatten_result(result, outputs, loc))
+        write_templates.extend(_flatten_result(w.value, outputs, w.location) for w in ctx.heap.writes)
         order_state_writes(tf.compat.v1.get_default_graph(), ctx.assert_ops)
         ctx.code.returns(outputs)
         return outputs
@@ -87,6 +92,7 @@ def generate(
         path = heap_paths.get(id(captured))
         captures.append(path if path is not None else ctx.const(captured))
     prepare = ctx.guards.compile(len(params), flat_inputs + captures)
+    commit = ctx.heap.compile(len(params), ctx.guards.namespace, lambda i: f"V[{i}]", ctx.const)
     writes = sum(1 for op in concrete.graph.get_operations() if is_state_write(op))
     return GeneratedGraph(
         concrete=concrete,
@@ -97,6 +103,8 @@ def generate(
         num_inputs=len(flat_inputs),
         num_outputs=len(concrete.outputs),
         pack=_packer(template[0]),
+        commit=commit,
+        write_values=lambda outs: [_pack(t, outs) for t in write_templates],
         assumptions=dict(ctx.assumptions),
         guards=ctx.guards,
         specs=list(specs),
@@ -150,8 +158,8 @@ def _argument_value(ctx: GenerationContext, spec: ArgSpec, path: str, what: str,
             for label, s in zip(_labels(spec), spec.items)
         ]
         if spec.type is dict:
-            return ctx.mark_heap_container(dict(zip(spec.keys, items)))
-        return ctx.mark_heap_container(items) if spec.type is list else tuple(items)
+            return ctx.mark_heap_container(dict(zip(spec.keys, items)), path)
+        return ctx.mark_heap_container(items, path) if spec.type is list else tuple(items)
     assert isinstance(spec, ObjectArg)
     return ctx.read_heap(spec.obj, path, what, loc)
 
@@ -178,6 +186,8 @@ def _flatten_result(value: object, outputs: list, loc: str) -> tuple:
         raise NotConvertible(f"returns an unsupported tensor type {type(value).__name__}", loc)
     if isinstance(value, TensorList):
         raise NotConvertible("returns a list whose length is only known at run time", loc)
+    if isinstance(value, HeapList):
+        return ("const", value.real)  # the same list object eager returns (writes are committed to it)
     return ("const", value)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import functools
 import inspect
 import operator
 import types
@@ -27,6 +28,7 @@ from janus.graphgen import control_flow, keras_layers, pynumber
 from janus.graphgen.context import GenerationContext
 from janus.graphgen.control_flow import SymbolicRange, TensorList
 from janus.graphgen.errors import NeedsStaticShape, NotConvertible
+from janus.graphgen.heap import MISSING, HeapList
 from janus.graphgen.pynumber import PyNumber
 from janus.graphgen.source import function_ast, location
 from janus.graphgen.values import is_plain, is_safe_operand, is_symbolic, is_user_object
@@ -119,6 +121,7 @@ class Frame:
     func_globals: dict
     cells: dict[str, types.CellType]
     locals: dict[str, object]
+    declared: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> "global"/"nonlocal"
 
 
 @dataclasses.dataclass(eq=False)
@@ -182,7 +185,7 @@ class Interpreter:
 
     def scope(self, frame: Frame) -> Frame:
         """A copy of ``frame`` for a branch or loop body traced into its own graph."""
-        return Frame(frame.code, frame.func_globals, frame.cells, dict(frame.locals))
+        return Frame(frame.code, frame.func_globals, frame.cells, dict(frame.locals), frame.declared)
 
     def run_block_for_return(self, frame: Frame, body: list, tail: bool, loc: str) -> object:
         """Runs a block that must end the function; its return value (None at the function's end)."""
@@ -224,14 +227,33 @@ class Interpreter:
             self.assign(frame, node.target, self.eval(frame, node.value))
 
     def _stmt_AugAssign(self, frame: Frame, node: gast.AugAssign) -> None:
-        if not isinstance(node.target, gast.Name):
-            raise NotConvertible("augmented assignment to an attribute or item", self.loc(frame, node))
-        current = self.eval(frame, gast.Name(node.target.id, gast.Load(), None, None))
+        loc = self.loc(frame, node)
+        target = node.target
+        if isinstance(target, gast.Name):
+            current = self.eval(frame, gast.copy_location(gast.Name(target.id, gast.Load(), None, None), target))
+        elif isinstance(target, gast.Attribute):
+            base = self.eval(frame, target.value)
+            profiled = (frame.code, target.lineno, chain_of(target, load=False))
+            current = self.ctx.read_attribute(base, target.attr, loc, profiled)
+        elif isinstance(target, gast.Subscript):
+            base, key = self.eval(frame, target.value), self.eval(frame, target.slice)
+            current = self._subscript(base, key, loc)
+        else:
+            raise NotConvertible("augmented assignment to this target", loc)
         value = self.eval(frame, node.value)
-        if not is_symbolic(current) and not is_plain(current) and type(current) in (list, dict, set):
-            self.ctx.check_local_mutation(current, self.loc(frame, node))
+        if isinstance(current, HeapList) and isinstance(node.op, gast.Add):
+            current.extend(value)  # `self.outputs += [x]` extends the heap list in place
+            return
+        in_place = {(list, gast.Add): "extend", (dict, gast.BitOr): "update"}.get((type(current), type(node.op)))
+        if in_place and self.ctx.mutate_container(current, in_place, (value,), loc):
+            return
         result = self.operate(frame, node, _INPLACE[type(node.op)], current, value)
-        self.assign(frame, node.target, result)
+        if isinstance(target, gast.Name):
+            self.assign(frame, target, result)
+        elif isinstance(target, gast.Attribute):
+            self.ctx.write_attribute(base, target.attr, result, loc)
+        else:
+            self._store_item(base, key, result, loc)
 
     def _stmt_Delete(self, frame: Frame, node: gast.Delete) -> None:
         for target in node.targets:
@@ -255,6 +277,8 @@ class Interpreter:
             self.exec_block(frame, node.body if self.static_truth(frame, node, value) else node.orelse, branch_tail)
             return False
         taken = self.ctx.profiled_branch(frame.code, node, position) if config.speculate_branches else None
+        if taken is None and _always_raises(node.body) != _always_raises(node.orelse):
+            taken = not _always_raises(node.body)  # `if t: raise ...`: the raising side re-runs eagerly
         if taken is None:
             return control_flow.convert_cond(self, frame, node, value, list(rest), tail)
         self.ctx.speculate(value, taken, frame.code, node, f"branch is {'taken' if taken else 'not taken'}")
@@ -399,7 +423,8 @@ class Interpreter:
         try:
             for item in node.items:
                 manager = self.eval(frame, item.context_expr)
-                if not is_library_object(manager) or not hasattr(manager, "__enter__"):
+                root = (type(manager).__module__ or "").split(".")[0]
+                if root not in ("tensorflow", "keras", "tf_keras") or not hasattr(manager, "__enter__"):
                     raise NotConvertible(
                         f"context manager {type(manager).__name__} is not known to janus", self.loc(frame, node)
                     )
@@ -422,7 +447,7 @@ class Interpreter:
     # ----------------------------------------------------------------- assignment
     def assign(self, frame: Frame, target: gast.expr, value: object) -> None:
         if isinstance(target, gast.Name):
-            frame.locals[target.id] = value
+            self._store_name(frame, target.id, value, self.loc(frame, target))
         elif isinstance(target, (gast.Tuple, gast.List)):
             items = list(self.iterate(frame, target, value))
             starred = [i for i, t in enumerate(target.elts) if isinstance(t, gast.Starred)]
@@ -440,17 +465,43 @@ class Interpreter:
             for elt, part in zip(elts, parts):
                 self.assign(frame, elt, part)
         elif isinstance(target, gast.Subscript):
-            container = self.eval(frame, target.value)
-            key = self.eval(frame, target.slice)
-            if type(container) not in (list, dict) or not is_plain(key):
-                raise NotConvertible("item assignment outside a local list or dict", self.loc(frame, target))
-            self.ctx.check_local_mutation(container, self.loc(frame, target))
-            container[key] = value
-        else:
-            raise NotConvertible(
-                f"assignment to {type(target).__name__} (heap mutation) is not converted yet",
-                self.loc(frame, target),
+            self._store_item(
+                self.eval(frame, target.value), self.eval(frame, target.slice), value, self.loc(frame, target)
             )
+        elif isinstance(target, gast.Attribute):
+            self.ctx.write_attribute(self.eval(frame, target.value), target.attr, value, self.loc(frame, target))
+        else:
+            raise NotConvertible(f"assignment to {type(target).__name__}", self.loc(frame, target))
+
+    def _store_name(self, frame: Frame, name: str, value: object, loc: str) -> None:
+        scope = frame.declared.get(name)
+        if scope == "global":
+            self.ctx.write_global(frame.func_globals, name, value, loc)
+        elif scope == "nonlocal":
+            self.ctx.write_cell(frame.cells[name], value, loc)
+        else:
+            frame.locals[name] = value
+
+    def _store_item(self, container: object, key: object, value: object, loc: str) -> None:
+        if not (type(container) in (list, dict) or isinstance(container, HeapList)) or not is_plain(key):
+            raise NotConvertible("item assignment outside a list or dict with a constant key", loc)
+        self.ctx.write_item(container, key, value, loc)
+
+    def _stmt_Global(self, frame: Frame, node: gast.Global) -> None:
+        frame.declared.update(dict.fromkeys(node.names, "global"))
+
+    def _stmt_Nonlocal(self, frame: Frame, node: gast.Nonlocal) -> None:
+        frame.declared.update(dict.fromkeys(node.names, "nonlocal"))
+
+    def _stmt_Raise(self, frame: Frame, node: gast.Raise) -> None:
+        raise NotConvertible("raises on this path (a `raise` under a tensor `if` is speculated)", self.loc(frame, node))
+
+    def _stmt_Try(self, frame: Frame, node: gast.Try) -> None:
+        if node.handlers or node.orelse:
+            raise NotConvertible("`try` with `except`/`else` is not converted", self.loc(frame, node))
+        # In a graph no Python exception can occur: a failing assertion re-runs the whole call eagerly.
+        self.exec_block(frame, node.body)
+        self.exec_block(frame, node.finalbody)
 
     # ----------------------------------------------------------------- expressions
     def eval(self, frame: Frame, node: gast.expr) -> object:
@@ -464,13 +515,16 @@ class Interpreter:
 
     def _expr_Name(self, frame: Frame, node: gast.Name) -> object:
         name = node.id
-        if name in frame.locals:
+        if name in frame.locals and name not in frame.declared:
             return frame.locals[name]
-        if name in frame.code.co_varnames or name in frame.code.co_cellvars:
+        if (name in frame.code.co_varnames or name in frame.code.co_cellvars) and name not in frame.declared:
             raise NotConvertible(f"local {name!r} may be read before assignment", self.loc(frame, node))
         loc = self.loc(frame, node)
         if name in frame.cells:
             cell = frame.cells[name]
+            written = self.ctx.heap_value(cell, "cell_contents")
+            if written is not MISSING:
+                return written
             try:
                 value = cell.cell_contents
             except ValueError:
@@ -478,6 +532,9 @@ class Interpreter:
             path = f"{self.ctx.const(cell)}.cell_contents"
             return self.ctx.read_heap(value, path, f"closure {name}", loc, (frame.code, node.lineno, (name, ())))
         g = self.ctx.const(frame.func_globals)
+        written = self.ctx.heap_value(frame.func_globals, name)
+        if written is not MISSING:
+            return written
         if name in frame.func_globals:
             value = frame.func_globals[name]
             profiled = (frame.code, node.lineno, (name, ()))
@@ -494,9 +551,11 @@ class Interpreter:
         return self.ctx.read_attribute(base, node.attr, self.loc(frame, node), profiled)
 
     def _expr_Subscript(self, frame: Frame, node: gast.Subscript) -> object:
-        base = self.eval(frame, node.value)
-        key = self.eval(frame, node.slice)
-        loc = self.loc(frame, node)
+        return self._subscript(self.eval(frame, node.value), self.eval(frame, node.slice), self.loc(frame, node))
+
+    def _subscript(self, base: object, key: object, loc: str) -> object:
+        if isinstance(base, HeapList):
+            base = base.materialize()
         if isinstance(base, TensorList):
             if type(key) is int and key == -1:
                 return base.last()
@@ -713,6 +772,13 @@ class Interpreter:
         jitted = getattr(callee, "__janus_target__", None)
         if jitted is not None:  # a janus.jit function called from converted code: inline it
             callee = jitted
+        if callee is functools.partial:  # building a partial runs nothing; calling it is inlined below
+            return functools.partial(*args, **kwargs)
+        if isinstance(callee, functools.partial):
+            return self.call(frame, node, callee.func, [*callee.args, *args], {**callee.keywords, **kwargs})
+        wrapped = getattr(callee, "__wrapped__", None)
+        if wrapped is not None and is_user_function(inspect.unwrap(callee)) and not is_user_function(callee):
+            raise NotConvertible(f"library wrapper around user function {wrapped.__qualname__}", loc)
         if is_user_function(callee):
             if isinstance(callee, types.MethodType):
                 return self.call_function(callee.__func__, [callee.__self__, *args], kwargs)
@@ -721,10 +787,17 @@ class Interpreter:
             isinstance(callee, type) and callee.__module__ == "builtins"
         ):
             return self._call_builtin(callee, args, kwargs, loc)
-        if isinstance(callee, types.BuiltinMethodType) and type(callee.__self__) in (list, dict, set):
-            self.ctx.check_local_mutation(callee.__self__, loc, callee.__name__)
+        container = callee.__self__ if isinstance(callee, types.BuiltinMethodType) else None
+        if type(container) in (list, dict, set) and self.ctx.mutate_container(
+            container, callee.__name__, tuple(args), loc
+        ):
+            return None
         if keras_layers.is_keras_layer(callee):
             return self._call_keras_layer(callee, args, kwargs, loc)
+        call_impl = None if isinstance(callee, type) else inspect.getattr_static(type(callee), "__call__", None)
+        if isinstance(call_impl, types.FunctionType) and not is_library_code(call_impl.__code__):
+            self.ctx.guard_class_attribute(type(callee), "__call__", call_impl, loc)  # a user object with __call__
+            return self.call_function(call_impl, [callee, *args], kwargs)
         if not is_library_object(callee):
             kind = "class" if isinstance(callee, type) else type(callee).__name__
             raise NotConvertible(f"call of user {kind} {getattr(callee, '__qualname__', '')}".rstrip(), loc)
@@ -745,13 +818,17 @@ class Interpreter:
             self.ctx.check_library_argument(value, loc)
         with keras_layers.converted_calls(layer, self.call_function) as converted:
             for user_layer, fn in converted:  # the converted code stays right only while `call` is this one
-                cls = type(user_layer)
-                self.ctx.guard(f"{cls.__qualname__}.call@{loc}", f"{self.ctx.const(cls)}.call is {self.ctx.const(fn)}",
-                               f"{cls.__qualname__}.call is unchanged", loc)  # fmt: skip
+                self.ctx.guard_class_attribute(type(user_layer), "call", fn, loc)
             return self.ctx.record_call(type(layer).__name__, layer, tuple(args), kwargs, loc)
+
+    @staticmethod
+    def _materialized(value: object) -> object:
+        return value.materialize() if isinstance(value, HeapList) else value
 
     def _library_value(self, value: object, loc: str) -> object:
         """A Python number unknown while generating, as eager's convert_to_tensor would make it."""
+        if isinstance(value, HeapList):
+            value = value.materialize()
         if isinstance(value, PyNumber):
             return pynumber.as_default_tensor(
                 value, lambda c: self.ctx.check(c, f"int32 range@{loc}", "fits int32", loc)
@@ -777,6 +854,10 @@ class Interpreter:
         raise NotConvertible("a list built in a converted loop passed to a library call other than stack/concat", loc)
 
     def _call_builtin(self, callee: Callable, args: list, kwargs: dict, loc: str) -> object:
+        if callee is print:
+            self.ctx.log_print(tuple(self._materialized(a) for a in args), kwargs, loc)
+            return None
+        args = [self._materialized(a) for a in args]
         if callee not in _PURE_BUILTINS:
             raise NotConvertible(f"builtin {callee.__name__}() is not converted", loc)
         values = (*args, *kwargs.values())
@@ -836,6 +917,8 @@ class Interpreter:
 
     def iterate(self, frame: Frame, node: gast.AST, value: object) -> Iterator[object]:
         loc = self.loc(frame, node)
+        if isinstance(value, HeapList):
+            value = value.materialize()
         if isinstance(value, PyNumber):
             raise NotConvertible("iteration over a relaxed Python float", loc)
         if is_symbolic(value):
@@ -859,6 +942,10 @@ class Interpreter:
 
     def loc(self, frame: Frame, node: gast.AST) -> str:
         return location(frame.code, node)
+
+
+def _always_raises(block: list) -> bool:
+    return bool(block) and isinstance(block[-1], gast.Raise)
 
 
 def is_convertible_entry(func: object) -> str | None:

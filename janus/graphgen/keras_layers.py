@@ -15,6 +15,7 @@ import inspect
 import types
 from collections.abc import Callable, Iterator
 
+from janus.graphgen.errors import NotConvertible
 from janus.library import is_library_code
 
 _MISSING = object()
@@ -49,6 +50,9 @@ def converted_calls(
     converted: list[tuple[object, types.FunctionType]] = []
     try:
         for layer in _layers_within(root) if is_keras_layer(root) else []:
+            for value in getattr(layer, "__dict__", {}).values():
+                if isinstance(value, types.FunctionType) and not is_library_code(value.__code__):
+                    raise NotConvertible(f"Keras layer {type(layer).__name__} holds user function {value.__qualname__}")
             fn = user_call(layer)
             if fn is None or "call" in getattr(layer, "__dict__", {}) and layer.__dict__["call"].__name__ == "shim":
                 continue

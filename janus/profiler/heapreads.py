@@ -1,9 +1,9 @@
 """Which globals, closure variables and attribute chains each line of a function reads.
 
 The tracer resolves these at every line event of a profiled frame, side-effect free:
-names through the frame's dictionaries, attributes only through instance and class
-``__dict__`` entries (a property or other descriptor is never invoked; that read is
-simply not recorded).
+names through the frame's dictionaries (a local only as the root of an attribute chain),
+attributes only through instance and class ``__dict__`` entries (a property or other
+descriptor is never invoked; that read is simply not recorded).
 """
 
 from __future__ import annotations
@@ -28,13 +28,19 @@ def reads_by_line(code: types.CodeType) -> dict[int, tuple[HeapRead, ...]]:
     except (NotConvertible, SyntaxError):
         return {}
     local_names = set(code.co_varnames) | set(code.co_cellvars)
+    declared_globals = {name for n in gast.walk(node) if isinstance(n, gast.Global) for name in n.names}
+    local_names -= declared_globals
     found: dict[int, list[HeapRead]] = {}
 
     def visit(n: gast.AST, top: bool) -> None:
         if not top and isinstance(n, (gast.FunctionDef, gast.Lambda, gast.ClassDef)):
             return  # nested scopes have their own code objects
+        if isinstance(n, gast.AugAssign):  # `x.count += 1` reads x.count too
+            chain = chain_of(n.target, load=False)
+            if chain is not None and (chain[0] not in local_names or chain[1]):
+                found.setdefault(n.lineno, []).append(chain)
         chain = chain_of(n)
-        if chain is not None and chain[0] not in local_names:
+        if chain is not None and (chain[0] not in local_names or chain[1]):  # not a plain local
             found.setdefault(n.lineno, []).append(chain)
             return
         for child in gast.iter_child_nodes(n):
@@ -45,12 +51,14 @@ def reads_by_line(code: types.CodeType) -> dict[int, tuple[HeapRead, ...]]:
     return {line: tuple(dict.fromkeys(chains)) for line, chains in found.items()}
 
 
-def chain_of(n: gast.AST) -> HeapRead | None:
+def chain_of(n: gast.AST, load: bool = True) -> HeapRead | None:
+    """``(root, (attr, ...))`` for ``root.attr...``; with ``load=False`` also for a store target."""
     attrs: list[str] = []
-    while isinstance(n, gast.Attribute) and isinstance(n.ctx, gast.Load):
+    while isinstance(n, gast.Attribute) and (isinstance(n.ctx, gast.Load) or not load):
         attrs.append(n.attr)
         n = n.value
-    if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load):
+        load = True  # the base of a store target is itself loaded
+    if isinstance(n, gast.Name) and (isinstance(n.ctx, gast.Load) or not load):
         return n.id, tuple(reversed(attrs))
     return None
 
@@ -58,7 +66,8 @@ def chain_of(n: gast.AST) -> HeapRead | None:
 def resolve(frame: types.FrameType, read: HeapRead) -> object:
     """The value ``read`` has in ``frame`` now, or ``_UNRESOLVED`` if that needs running code."""
     root, attrs = read
-    if root in frame.f_code.co_freevars:
+    code = frame.f_code
+    if root in code.co_freevars or root in code.co_varnames or root in code.co_cellvars:
         value = frame.f_locals.get(root, _UNRESOLVED)
     elif root in frame.f_globals:
         value = frame.f_globals[root]

@@ -1,0 +1,125 @@
+"""Heap mutations of converted code: local copies during the call, replayed after the graph succeeds.
+
+Every write the user's code makes to Python state (``obj.attr = v``, ``d[k] = v``,
+``lst.append(v)``, ``global``/``nonlocal`` assignments, ``print``) is logged here instead of
+being performed. Reads of a written location in the same call see the logged value (the
+local copy). The values a write needs become graph outputs; after the graph ran and every
+assumption held, the executor calls the generated ``commit`` function, which replays the log
+in program order on the real objects. When an assumption fails nothing was written, so the
+eager re-run starts from the untouched state: all-or-nothing.
+
+Write targets are *paths* (``a0``, ``K3.cell_contents``, ``K1['counter']``) evaluated
+at commit time, exactly like guards, so a list passed in as an argument is the one appended to.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from janus.graphgen.errors import NotConvertible
+
+_MISSING = object()
+
+
+@dataclasses.dataclass
+class Write:
+    kind: str  # "setattr", "setitem", "append", "extend", "print"
+    target: object  # the object written to, as seen while generating (for read-your-writes)
+    path: str  # where the target object is re-read at commit time
+    key: object  # attribute name or item key (plain constant); unused for append/extend/print
+    value: object  # the value written (tensor, PyNumber, static, or (args, kwargs) for print)
+    location: str
+
+
+class HeapList:
+    """A list that lives on the heap, read lazily: appending needs no snapshot and no guard.
+
+    Only reading its contents (``len``, iteration, indexing) guards its length and elements.
+    """
+
+    def __init__(self, real: list, path: str, what: str, loc: str, heap: HeapLog, read) -> None:
+        self.real = real
+        self.path = path
+        self.what = what
+        self.loc = loc
+        self._heap = heap
+        self._read = read  # ctx.read_heap, for materialising elements with guards
+        self._items: list | None = None
+        self._pending: list[tuple[str, object]] = []
+
+    def append(self, value: object) -> None:
+        self._heap.log(Write("append", self.real, self.path, None, value, self.loc))
+        self._pending.append(("append", value))
+        if self._items is not None:
+            self._items.append(value)
+
+    def extend(self, values: object) -> None:
+        values = list(values.materialize() if isinstance(values, HeapList) else values)
+        self._heap.log(Write("extend", self.real, self.path, None, values, self.loc))
+        self._pending.append(("extend", values))
+        if self._items is not None:
+            self._items.extend(values)
+
+    def materialize(self) -> list:
+        """The list's current contents as this call sees them (guards the original contents)."""
+        if self._items is None:
+            items = self._read(self.real, self.path, self.what, self.loc, None, materialize=True)
+            for op, value in self._pending:
+                items.append(value) if op == "append" else items.extend(value)
+            self._items = items
+        return self._items
+
+    def setitem(self, key: object, value: object) -> None:
+        items = self.materialize()
+        items[key] = value
+        self._heap.log(Write("setitem", self.real, self.path, key, value, self.loc))
+
+
+class HeapLog:
+    """The ordered log of one generation's heap writes, with read-your-writes local copies."""
+
+    def __init__(self) -> None:
+        self.writes: list[Write] = []
+        self._local: dict[tuple[int, object], object] = {}
+        self._targets: list[object] = []  # keeps written objects alive so their ids stay unique
+
+    def log(self, write: Write) -> None:
+        self.writes.append(write)
+        self._targets.append(write.target)
+        if write.kind in ("setattr", "setitem"):
+            self._local[(id(write.target), write.key)] = write.value
+
+    def local(self, target: object, key: object) -> object:
+        """The value this call wrote to ``target``'s ``key`` earlier, or ``MISSING``."""
+        return self._local.get((id(target), key), _MISSING)
+
+    def compile(
+        self, nargs: int, namespace: dict, value_code: Callable[[object], str], const: Callable[[object], str]
+    ) -> Callable | None:
+        """The generated ``commit(V, a0, a1, ...)`` replaying the log; V holds the written values."""
+        if not self.writes:
+            return None
+        lines = []
+        for i, write in enumerate(self.writes):
+            value = value_code(i)
+            if write.kind == "setattr":
+                lines.append(f"setattr({write.path}, {write.key!r}, {value})")
+            elif write.kind == "setitem":
+                lines.append(f"{write.path}[{const(write.key)}] = {value}")
+            elif write.kind in ("append", "extend"):
+                lines.append(f"{write.path}.{write.kind}({value})")
+            elif write.kind == "print":
+                lines.append(f"print(*{value}[0], **{value}[1])")
+            else:  # pragma: no cover - the kinds above are all that is logged
+                raise NotConvertible(f"unknown heap write {write.kind}", write.location)
+        params = ", ".join(["V", *(f"a{i}" for i in range(nargs))])
+        source = f"def commit({params}):\n" + "".join(f"    {line}\n" for line in lines)
+        scope = dict(namespace)
+        exec(compile(source, "<janus commit>", "exec"), scope)  # noqa: S102 - generated by janus
+        commit = scope["commit"]
+        commit.source = source
+        return commit
+
+
+MISSING = _MISSING
