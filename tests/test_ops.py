@@ -1,5 +1,6 @@
 """The C++ op build and JanusAssert."""
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -58,3 +59,59 @@ def test_compile_error_is_reported(tmp_path, monkeypatch):
     monkeypatch.setattr(build, "source_dir", lambda: bad)
     with pytest.raises(build.OpBuildError, match="could not compile"):
         build.load()
+
+
+class Node:
+    def __init__(self, value, child=None):
+        self.value = value
+        self.child = child
+        self.count = 0
+
+
+def test_heap_ops_read_write_through_a_store_and_commit_after_success():
+    from janus.ops import heap_ops, pyheap
+
+    leaf = Node(tf.constant([1.0, 2.0]))
+    root = Node(tf.constant([10.0, 20.0]), leaf)
+    tensor = pyheap.expect(pyheap.Expectation("tensor", 1, tf.float32, (2,)))
+    obj = pyheap.expect(pyheap.Expectation("object", 2, cls=Node))
+    count = pyheap.expect(pyheap.Expectation("int", 3))
+
+    @tf.function(autograph=False)
+    def step(store, ptr):
+        token = tf.constant(0, tf.int64)
+        token, child = heap_ops.get_attr(token, store, ptr, "child", obj, tf.int64, [])
+        token, value = heap_ops.get_attr(token, store, child, "value", tensor, tf.float32, [2])
+        token = heap_ops.set_attr(token, store, child, "value", value * 3.0, tensor)
+        token, again = heap_ops.get_attr(token, store, child, "value", tensor, tf.float32, [2])  # local copy
+        token = heap_ops.set_attr(token, store, ptr, "count", tf.constant(7, tf.int64), count)
+        return again
+
+    factory = pyheap.StoreFactory()
+    out = step(factory.handle(), factory.pointer(root))
+    np.testing.assert_allclose(out, [3.0, 6.0])
+    np.testing.assert_allclose(leaf.value, [1.0, 2.0])  # nothing written before the commit
+    factory.finish(commit=True)
+    np.testing.assert_allclose(leaf.value, [3.0, 6.0])
+    assert root.count == 7 and type(root.count) is int
+
+    root.child = "not a node"  # the graph was specialised on a Node child: the assumption fails
+    with pytest.raises(tf.errors.FailedPreconditionError) as info:
+        step(factory.handle(), factory.pointer(root))
+    factory.finish(commit=False)
+    assert failed_assumption_id(info.value) == 2
+
+
+def test_heap_ops_refuse_pointers_their_store_did_not_hand_out():
+    from janus.ops import heap_ops, pyheap
+
+    tensor = pyheap.expect(pyheap.Expectation("tensor", 1, tf.float32, (2,)))
+
+    @tf.function(autograph=False)
+    def read(store, ptr):
+        return heap_ops.get_attr(tf.constant(0, tf.int64), store, ptr, "value", tensor, tf.float32, [2])[1]
+
+    factory = pyheap.StoreFactory()
+    with pytest.raises(tf.errors.InternalError, match="never handed out"):
+        read(factory.handle(), tf.constant(12345, tf.int64))
+    factory.finish(commit=False)

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 from types import ModuleType
@@ -49,6 +50,7 @@ def _library_path(sources: list[Path]) -> Path:
         digest.update(src.name.encode())
         digest.update(src.read_bytes())
     digest.update(" ".join(tf.sysconfig.get_compile_flags()).encode())
+    digest.update(sysconfig.get_paths()["include"].encode())
     tag = f"tf{tf.__version__}-py{sys.version_info.major}{sys.version_info.minor}-{digest.hexdigest()[:16]}"
     return cache_dir() / tag / "janus_ops.so"
 
@@ -72,6 +74,7 @@ def _compile(sources: list[Path], target: Path) -> None:
         *map(str, sources),
         "-o",
         tmp,
+        f"-I{sysconfig.get_paths()['include']}",  # Python.h: the heap ops call back into Python
         *tf.sysconfig.get_compile_flags(),
         *tf.sysconfig.get_link_flags(),
     ]
