@@ -273,3 +273,78 @@ def test_heap_tensor_write_then_read_in_same_call(n):
         return f, lambda: acct.balance
 
     run_differential(make, [(tf.constant(float(i)),) for i in range(6)], min_graph_calls=n)
+
+
+class Particle:
+    def __init__(self, pos, hits=0):
+        self.pos = pos
+        self.hits = hits
+
+
+class World:
+    def __init__(self, n):
+        self.particles = [Particle(tf.constant([float(i), 0.0]), i) for i in range(n)]
+
+
+def test_run_time_objects_through_heap_ops_in_a_converted_loop():
+    """List elements reached by a run-time index: the general PyGetSubscr/PyGetAttr/PySetAttr path."""
+
+    def make():
+        world = World(6)
+
+        def step(n, dt):
+            total = tf.zeros([2])
+            for i in range(n):
+                p = world.particles[i]
+                p.pos = p.pos + dt
+                p.hits = p.hits + 1
+                total = total + p.pos
+            return total
+
+        return step, lambda: [(p.pos, p.hits) for p in world.particles]
+
+    calls = [(tf.constant(k % 6), tf.constant([0.5, 1.0])) for k in (3, 5, 2, 4, 6, 1, 3, 0, 5)]
+    jitted = run_differential(make, calls, min_graph_calls=4)
+    library = jitted.cache.entries[0].graph.concrete.graph.as_graph_def().library.function
+    assert {"JanusPyGetSubscr", "JanusPyGetAttr", "JanusPySetAttr"} <= {n.op for fn in library for n in fn.node_def}
+
+
+def test_run_time_object_of_another_type_fails_the_assumption_and_falls_back():
+    def make():
+        world = World(4)
+
+        def step(n):
+            total = tf.zeros([2])
+            for i in range(n):
+                total = total + world.particles[i].pos
+            return total
+
+        def state():
+            return [p.pos for p in world.particles]
+
+        make.world = world
+        return step, state
+
+    eager_fn, _ = make()
+    eager_world = make.world
+    jit_src, _ = make()
+    janus_world = make.world
+    jitted = janus.jit(jit_src)
+    for k, n in enumerate((2, 3, 4, 1, 2, 3, 4, 2)):
+        if k == 5:  # a position becomes a float64 tensor: the graph's type assumption breaks
+            for w in (eager_world, janus_world):
+                w.particles[1].pos = tf.constant([1.0, 1.0], tf.float64)
+        e = _outcome(eager_fn, (tf.constant(n),))
+        j = _outcome(jitted, (tf.constant(n),))
+        assert e[0] == j[0]
+        if e[0] == "ok":
+            assert_same(e[1], j[1])
+    stats = janus.stats(jitted)
+    assert stats["graph_calls"] >= 2 and stats["assumption_failures"] >= 1
+
+
+def _outcome(fn, args):
+    try:
+        return "ok", fn(*args)
+    except Exception as exc:  # noqa: BLE001
+        return "raised", type(exc)

@@ -25,7 +25,9 @@ class AssumptionFailed(Exception):
 
 
 class GraphRunner:
-    __slots__ = ("graph", "_name", "_attrs", "_num_inputs", "_num_outputs", "_pack", "_concrete", "_commit", "_values")
+    __slots__ = (
+        "graph", "_name", "_attrs", "_num_inputs", "_num_outputs", "_pack", "_concrete", "_commit", "_values", "_stores"
+    )  # fmt: skip
 
     def __init__(self, graph: GeneratedGraph) -> None:
         self.graph = graph
@@ -39,6 +41,7 @@ class GraphRunner:
         self._concrete = graph.concrete
         self._commit = graph.commit
         self._values = graph.write_values
+        self._stores = graph.store_factory
 
     def __call__(self, flat: list, args: tuple) -> object:
         """Runs the graph on ``flat`` inputs; commits its heap writes; returns the packed result."""
@@ -49,10 +52,14 @@ class GraphRunner:
                 ctx = context.context()
                 outputs = pywrap_tfe.TFE_Py_Execute(ctx._handle, None, self._name, flat, self._attrs, self._num_outputs)
         except tf.errors.OpError as err:
+            if self._stores is not None:
+                self._stores.finish(commit=False)
             assumption = failed_assumption_id(err)
             if assumption is not None:
                 raise AssumptionFailed(assumption) from None
             raise
-        if self._commit is not None:  # every assumption held: replay the heap writes, in program order
+        if self._stores is not None:  # every assumption held: the run-time objects' writes first
+            self._stores.finish(commit=True)
+        if self._commit is not None:  # then the heap writes of the fast path, in program order
             self._commit(self._values(outputs), *args)
         return self._pack(outputs)

@@ -24,13 +24,14 @@ from janus.config import config
 from janus.executor.guards import GuardBuilder
 from janus.graphgen.codedump import CodeRecorder
 from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConvertible
-from janus.graphgen.heap import MISSING, HeapList, HeapLog, Write
+from janus.graphgen.heap import MISSING, HeapList, HeapLog, PyObjectRef, Write
 from janus.graphgen.ordering import order_state_writes
 from janus.graphgen.pynumber import PyNumber
 from janus.graphgen.source import location
+from janus.graphgen.specs import merge_shapes
 from janus.graphgen.values import is_plain, is_symbolic, is_user_object
 from janus.library import is_library_class, is_library_code, is_library_object
-from janus.ops import janus_assert
+from janus.ops import heap_ops, janus_assert, pyheap
 from janus.profiler.profile import Profile
 
 _assumption_ids = itertools.count(1)
@@ -61,6 +62,9 @@ class GenerationContext:
         self.heap = HeapLog()
         self._origins: dict[int, str] = {}  # id(heap snapshot or argument container) -> its path
         self._views: dict[int, object] = {}  # id(heap list/dict) -> its local view in this generation
+        self.store_factory: pyheap.StoreFactory | None = None  # set when the graph uses the heap ops
+        self._store_inputs: dict[object, tf.Tensor] = {}
+        self._tokens: dict[tf.Graph, tf.Tensor] = {}
         self.notes: list[str] = []  # decisions worth showing in explain()
         self.region_depth = 0  # > 0 while tracing a cond branch or loop body
         self._site_positions: dict[tuple, int] = {}
@@ -161,8 +165,108 @@ class GenerationContext:
         self._keep.append(snapshot)
         return snapshot
 
+    # ------------------------------------------------------------- heap ops (general path)
+    def _store_input(self, expr: str, cache_key: object) -> tf.Tensor:
+        """An int64 scalar computed by ``expr`` in prepare() each call, captured into the graph."""
+        cached = self._store_inputs.get(cache_key)
+        if cached is None:
+            with tf.init_scope():
+                cached = tf.constant(0, tf.int64)
+            self.heap_tensors[id(cached)] = expr
+            self._keep.append(cached)
+            self._store_inputs[cache_key] = cached
+        return cached
+
+    def _heap_token(self) -> tf.Tensor:
+        graph = tf.compat.v1.get_default_graph()
+        token = self._tokens.get(graph)
+        return token if token is not None else tf.constant(0, tf.int64)
+
+    def _heap_op(self, make: Callable[[tf.Tensor, tf.Tensor], tuple]) -> tuple:
+        if self.store_factory is None:
+            self.store_factory = pyheap.StoreFactory()
+        store = self._store_input(f"{self.const(self.store_factory)}.handle()", "store")
+        token, *rest = make(self._heap_token(), store)
+        self._tokens[tf.compat.v1.get_default_graph()] = token  # program order for the next heap op
+        return tuple(rest)
+
+    def _expectation(self, values: list, what: str, loc: str) -> tuple[pyheap.Expectation, tf.DType, object]:
+        assumption = Assumption(next(_assumption_ids), f"type of {what}@{loc}", f"{what} keeps its type", loc)
+        self.assumptions[assumption.id] = assumption
+        if values and all(isinstance(v, EagerTensor) for v in values) and len({v.dtype for v in values}) == 1:
+            shape = merge_shapes([tuple(v.shape) for v in values])
+            spec = pyheap.Expectation("tensor", assumption.id, values[0].dtype, shape)
+            return spec, values[0].dtype, shape
+        if values and all(type(v) is float for v in values):
+            return pyheap.Expectation("float", assumption.id), tf.float64, ()
+        if values and all(type(v) is int for v in values):
+            return pyheap.Expectation("int", assumption.id), tf.int64, ()
+        if values and len({type(v) for v in values}) == 1 and is_user_object(values[0]):
+            return pyheap.Expectation("object", assumption.id, cls=type(values[0])), tf.int64, ()
+        raise NotConvertible(f"{what} holds values of mixed or unsupported types", loc)
+
+    def _from_heap(self, value: tf.Tensor, spec: pyheap.Expectation, samples: list) -> object:
+        if spec.kind == "object":
+            return PyObjectRef(value, spec.cls, samples)
+        if spec.kind in ("float", "int"):
+            return PyNumber(value, float if spec.kind == "float" else int)
+        return value
+
+    def heap_get_item(self, heap_list: HeapList, index: PyNumber, loc: str) -> object:
+        """``lst[i]`` of a list on the heap at an index known only at run time."""
+        samples = list(heap_list.real)
+        spec, dtype, shape = self._expectation(samples, f"{heap_list.what}[i]", loc)
+        expect = pyheap.expect(spec)
+        pointer = self._pointer_input(heap_list.path)
+        (value,) = self._heap_op(
+            lambda token, store: heap_ops.get_item(token, store, pointer, index.tensor, expect, dtype, shape)
+        )
+        return self._from_heap(value, spec, samples)
+
+    def heap_get_attr(self, ref: PyObjectRef, attr: str, loc: str) -> object:
+        descriptor = inspect.getattr_static(ref.cls, attr, _MISSING)
+        if descriptor is not _MISSING and hasattr(type(descriptor), "__get__"):
+            raise NotConvertible(f"{ref.cls.__name__}.{attr} is a method or property of a run-time object", loc)
+        samples = [getattr(s, attr) for s in ref.samples if attr in getattr(s, "__dict__", {})]
+        if len(samples) != len(ref.samples):
+            raise NotConvertible(f"{ref.cls.__name__}.{attr} is missing on some objects", loc)
+        spec, dtype, shape = self._expectation(samples, f"{ref.cls.__name__}.{attr}", loc)
+        expect = pyheap.expect(spec)
+        (value,) = self._heap_op(
+            lambda token, store: heap_ops.get_attr(token, store, ref.pointer, attr, expect, dtype, shape)
+        )
+        return self._from_heap(value, spec, samples)
+
+    def heap_set(self, target: object, key: object, value: object, loc: str) -> None:
+        """``ref.attr = value`` / ``lst[i] = value`` through the store (replayed after success)."""
+        if isinstance(value, PyObjectRef):
+            spec, payload = pyheap.Expectation("object", 0, cls=value.cls), value.pointer
+        elif isinstance(value, PyNumber) and value.type in (float, int):
+            spec, payload = pyheap.Expectation(value.type.__name__, 0), value.tensor
+        elif is_symbolic(value) or isinstance(value, EagerTensor):
+            spec, payload = pyheap.Expectation("tensor", 0, value.dtype, None), value
+        else:
+            raise NotConvertible(f"storing a {type(value).__name__} into a run-time object", loc)
+        expect = pyheap.expect(spec)
+        if isinstance(target, PyObjectRef):
+            self._heap_op(lambda token, store: (heap_ops.set_attr(token, store, target.pointer, key, payload, expect),))
+            return
+        pointer = self._pointer_input(target.path)
+        self._heap_op(lambda token, store: (heap_ops.set_item(token, store, pointer, key.tensor, payload, expect),))
+
+    def _pointer_input(self, path: str) -> tf.Tensor:
+        """The pointer of the object at ``path``, registered with this call's store in prepare()."""
+        if self.store_factory is None:
+            self.store_factory = pyheap.StoreFactory()
+        return self._store_input(f"{self.const(self.store_factory)}.pointer({path})", ("pointer", path))
+
     # ------------------------------------------------------------- heap writes
     def write_attribute(self, base: object, attr: str, value: object, loc: str) -> None:
+        if isinstance(base, PyObjectRef):
+            if attr in getattr(base.cls, "__dict__", {}) and hasattr(type(base.cls.__dict__[attr]), "__set__"):
+                raise NotConvertible(f"assignment to {base.cls.__name__}.{attr}, a property or descriptor", loc)
+            self.heap_set(base, attr, value, loc)
+            return
         path = self._paths.get(id(base))
         if path is None or is_plain(base) or is_symbolic(base):
             raise NotConvertible(f"attribute assignment to an object janus cannot re-read (.{attr})", loc)
@@ -266,6 +370,8 @@ class GenerationContext:
 
     # ------------------------------------------------------------- attributes
     def read_attribute(self, base: object, attr: str, loc: str, profiled: tuple | None = None) -> object:
+        if isinstance(base, PyObjectRef):
+            return self.heap_get_attr(base, attr, loc)
         if is_symbolic(base):
             if attr == "numpy":
                 raise NotConvertible("Tensor.numpy() needs a concrete value", loc)

@@ -19,7 +19,7 @@ from janus.executor.guards import GuardBuilder
 from janus.graphgen.context import Assumption, GenerationContext, scalar_guard, tensor_guard
 from janus.graphgen.control_flow import TensorList
 from janus.graphgen.errors import NotConvertible
-from janus.graphgen.heap import HeapList
+from janus.graphgen.heap import HeapList, PyObjectRef
 from janus.graphgen.interpreter import Interpreter
 from janus.graphgen.ordering import is_state_write, order_state_writes
 from janus.graphgen.pynumber import PyNumber, to_python
@@ -41,6 +41,7 @@ class GeneratedGraph:
     pack: Callable[[list], object]
     commit: Callable[..., None] | None  # replays heap writes after success: commit(V, a0, a1, ...)
     write_values: Callable[[list], list]  # graph outputs -> the values the heap writes store
+    store_factory: object  # pyheap.StoreFactory when the graph uses the heap ops, else None
     assumptions: dict[int, Assumption]
     guards: GuardBuilder
     specs: list[ArgSpec]
@@ -105,6 +106,7 @@ def generate(
         pack=_packer(template[0]),
         commit=commit,
         write_values=lambda outs: [_pack(t, outs) for t in write_templates],
+        store_factory=ctx.store_factory,
         assumptions=dict(ctx.assumptions),
         guards=ctx.guards,
         specs=list(specs),
@@ -187,7 +189,11 @@ def _flatten_result(value: object, outputs: list, loc: str) -> tuple:
     if isinstance(value, TensorList):
         raise NotConvertible("returns a list whose length is only known at run time", loc)
     if isinstance(value, HeapList):
-        return ("const", value.real)  # the same list object eager returns (writes are committed to it)
+        return ("const", value.real)
+    if isinstance(value, PyObjectRef):
+        raise NotConvertible(
+            "returns an object known only at run time", loc
+        )  # the same list object eager returns (writes are committed to it)
     return ("const", value)
 
 

@@ -76,6 +76,19 @@ class HeapList:
         self._heap.log(Write("setitem", self.real, self.path, key, value, self.loc))
 
 
+@dataclasses.dataclass(eq=False)
+class PyObjectRef:
+    """A Python object known only at run time: an int64 pointer tensor its call's store resolves.
+
+    ``samples`` are the objects this position held while generating; the types of their
+    attributes decide what reading one yields (checked again at run time by the store).
+    """
+
+    pointer: object  # int64 tensor
+    cls: type
+    samples: list
+
+
 class HeapLog:
     """The ordered log of one generation's heap writes, with read-your-writes local copies."""
 

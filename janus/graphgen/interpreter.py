@@ -483,6 +483,9 @@ class Interpreter:
             frame.locals[name] = value
 
     def _store_item(self, container: object, key: object, value: object, loc: str) -> None:
+        if isinstance(container, HeapList) and isinstance(key, PyNumber) and key.type is int:
+            self.ctx.heap_set(container, key, value, loc)
+            return
         if not (type(container) in (list, dict) or isinstance(container, HeapList)) or not is_plain(key):
             raise NotConvertible("item assignment outside a list or dict with a constant key", loc)
         self.ctx.write_item(container, key, value, loc)
@@ -554,6 +557,8 @@ class Interpreter:
         return self._subscript(self.eval(frame, node.value), self.eval(frame, node.slice), self.loc(frame, node))
 
     def _subscript(self, base: object, key: object, loc: str) -> object:
+        if isinstance(base, HeapList) and isinstance(key, PyNumber) and key.type is int:
+            return self.ctx.heap_get_item(base, key, loc)  # index known only at run time: the heap ops
         if isinstance(base, HeapList):
             base = base.materialize()
         if isinstance(base, TensorList):

@@ -45,9 +45,11 @@ class Expectation:
 
     def check(self, value: object) -> None:
         ok = {
-            "tensor": lambda: isinstance(value, EagerTensor)
-            and value.dtype == self.dtype
-            and (self.shape is None or tf.TensorShape(self.shape).is_compatible_with(value.shape)),
+            "tensor": lambda: (
+                isinstance(value, EagerTensor)
+                and value.dtype == self.dtype
+                and (self.shape is None or tf.TensorShape(self.shape).is_compatible_with(value.shape))
+            ),
             "object": lambda: type(value) is self.cls,
             "float": lambda: type(value) is float,
             "int": lambda: type(value) is int and -(2**63) <= value < 2**63,
