@@ -7,11 +7,11 @@ import argparse
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks import control_flow, core
+from benchmarks import control_flow, core, state
 from benchmarks.harness import write_json
 from benchmarks.report import model_rows, update_readme
 
-MODELS = (core.lenet_three_ways, control_flow.lstm_three_ways)
+MODELS = (core.lenet_three_ways, control_flow.lstm_three_ways, state.stateful_lstm)
 
 
 def main() -> None:

@@ -8,7 +8,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = "<!-- BENCHMARKS:BEGIN -->", "<!-- BENCHMARKS:END -->"
-LABELS = {"lenet": "LeNet, batch 50", "lstm": "LSTM (PTB-shaped), batch 20 × 20 steps"}
+LABELS = {
+    "lenet": "LeNet, batch 50",
+    "lstm": "LSTM (PTB-shaped), batch 20 × 20 steps, state passed in and out",
+    "lstm_state": "the same LSTM keeping `(h, c)` in `self.state` (paper's Fig. 1); baseline passes state explicitly",
+}
 
 
 def model_rows(payload: dict) -> list[list[str]]:

@@ -348,3 +348,28 @@ def _outcome(fn, args):
         return "ok", fn(*args)
     except Exception as exc:  # noqa: BLE001
         return "raised", type(exc)
+
+
+class LSTMState:
+    def __init__(self):
+        self.state = (tf.zeros([2]), tf.ones([2]))
+
+    def __call__(self, x):
+        h, c = self.state
+        c = c * 0.5 + x
+        h = tf.tanh(c)
+        self.state = (h, c)
+        return h
+
+
+def test_tuple_state_on_self_is_read_item_by_item():
+    def make():
+        cell = LSTMState()
+
+        def run(x):
+            return cell(x)
+
+        return run, lambda: cell.state
+
+    jitted = run_differential(make, [(vec(0.1 * i, 0.2),) for i in range(8)], min_graph_calls=5)
+    assert janus.stats(jitted)["graphs_built"] == 1

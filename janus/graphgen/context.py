@@ -119,6 +119,9 @@ class GenerationContext:
             else:
                 self.guard(key, scalar_guard(path, value, self.const), f"{what} == {value!r}", loc)
             return value
+        if type(value) is tuple:  # immutable: read item by item (a fresh tuple of tensors each call is fine)
+            self.guard(key, f"type({path}) is tuple and len({path}) == {len(value)}", f"{what} is a tuple", loc)
+            return tuple(self.read_heap(v, f"{path}[{i}]", f"{what}[{i}]", loc) for i, v in enumerate(value))
         if not materialize:
             self.guard(key, f"{path} is {self.const(value)}", f"{what} is {_describe(value)}", loc)
             self._paths.setdefault(id(value), path)
