@@ -19,8 +19,9 @@ from collections.abc import Callable
 from janus.config import Config, config
 from janus.driver import BoundJit, JitFunction, all_functions, resolve
 from janus.explain import explain
+from janus.transparent import disable, enable, enabled
 
-__all__ = ["Config", "config", "explain", "jit", "reset", "stats"]
+__all__ = ["Config", "config", "disable", "enable", "enabled", "explain", "jit", "reset", "stats"]
 
 logging.getLogger("janus").setLevel(config.log_level.upper())
 if not logging.getLogger("janus").handlers:

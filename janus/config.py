@@ -27,6 +27,8 @@ class Config:
         unroll_loops: unroll loops whose trip count was fixed while profiling (or is fixed by
             a guarded shape), behind a JanusAssert (off: always ``tf.while_loop``). An ablation switch.
         max_unroll: loops longer than this are converted to ``tf.while_loop`` instead.
+        hot_calls: with ``janus.enable()``, calls after which a user function running TensorFlow
+            is routed through janus (training steps and Keras ``call`` are routed at once).
     """
 
     profile_calls: int = 3
@@ -39,6 +41,7 @@ class Config:
     speculate_branches: bool = True
     unroll_loops: bool = True
     max_unroll: int = 256
+    hot_calls: int = 5
 
     def __setattr__(self, name: str, value: object) -> None:
         if name not in {f.name for f in dataclasses.fields(self)}:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from janus.driver import JitFunction, all_functions, resolve
+from janus.transparent import report as transparent_report
 
 
 def explain(fn: object = None) -> str:
@@ -10,8 +11,14 @@ def explain(fn: object = None) -> str:
 
     With no argument, reports on every function janus has touched.
     """
-    targets = [resolve(fn)] if fn is not None else sorted(all_functions(), key=lambda f: f.fn.__qualname__)
-    return "\n\n".join(_explain_one(jf) for jf in targets) or "janus has not converted any function yet."
+    if fn is not None:
+        return _explain_one(resolve(fn))
+    targets = sorted(all_functions(), key=lambda f: f.fn.__qualname__)
+    sections = [_explain_one(jf) for jf in targets]
+    transparent = transparent_report()
+    if transparent:
+        sections.append("janus.enable(): functions seen\n" + "\n".join(transparent))
+    return "\n\n".join(sections) or "janus has not converted any function yet."
 
 
 def _explain_one(jf: JitFunction) -> str:

@@ -142,6 +142,7 @@ class Interpreter:
     # ----------------------------------------------------------------- entry points
     def call_function(self, func: types.FunctionType, args: list, kwargs: dict) -> object:
         """Converts a call of user function ``func`` (inlining its body)."""
+        func = unrouted(func)
         try:
             bound = inspect.signature(func).bind(*args, **kwargs)
         except TypeError as err:
@@ -947,6 +948,15 @@ class Interpreter:
 
     def loc(self, frame: Frame, node: gast.AST) -> str:
         return location(frame.code, node)
+
+
+def unrouted(func: types.FunctionType) -> types.FunctionType:
+    """The user's own function behind a ``janus.enable()`` trampoline (its jitted copy's original)."""
+    for const in func.__code__.co_consts:
+        target = getattr(const, "__janus_target__", None)
+        if target is not None and not isinstance(const, (str, bytes, tuple, int, float)):
+            return target
+    return func
 
 
 def _always_raises(block: list) -> bool:

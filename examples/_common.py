@@ -1,0 +1,48 @@
+"""Shared command line of the examples: ``--janus`` adds only ``janus.enable()``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+
+def parse(description: str, steps: int):
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--janus", action="store_true", help="run under janus.enable()")
+    parser.add_argument("--steps", type=int, default=steps)
+    parser.add_argument("--save", help="write final loss, weights and janus stats here (for tests)")
+    args = parser.parse_args()
+    if args.janus:
+        import janus
+
+        janus.enable()
+    return args
+
+
+class Meter:
+    """Counts examples and times the run, excluding nothing: what a user would see."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.examples = 0
+
+    def report(self, name: str, loss: float, args) -> None:
+        rate = self.examples / (time.perf_counter() - self.start)
+        mode = "janus" if args.janus else "eager"
+        print(f"{name} [{mode}]: {rate:.0f} examples/s, final loss {loss:.6f}")
+
+
+def save(args, loss: float, weights: list) -> None:
+    if not args.save:
+        return
+    payload = {"loss": loss, "weights": [np.asarray(w).tolist() for w in weights]}
+    if args.janus:
+        import janus
+        from janus.transparent import routed_functions
+
+        payload["stats"] = {r.jitted.fn.__qualname__: janus.stats(r.jitted) for r in routed_functions()}
+    with open(args.save, "w") as out:
+        json.dump(payload, out)

@@ -1,0 +1,230 @@
+"""Transparent mode: ``janus.enable()`` converts an unmodified TF2 script's functions.
+
+A global ``sys.settrace`` function sees every Python call while janus is enabled (it asks
+for no line events, so each call costs one callback). While janus profiles a call it
+traces with its own profiler and puts this hook back afterwards. The first time it sees a
+user function, it classifies it (and remembers the verdict for that code object):
+
+1. a training step: its body opens a ``tf.GradientTape`` and calls ``.gradient``;
+2. the ``call`` of a user-defined Keras ``Layer``/``Model`` subclass;
+3. any other user function that runs TensorFlow and has been called
+   ``config.hot_calls`` times (hot-function detection).
+
+A chosen function is routed through ``janus.jit`` by swapping its ``__code__`` for a small
+trampoline with the same free variables; the jitted copy keeps the original code, so
+fallbacks run exactly the user's function. Library code, generators, lambdas, nested
+functions the hook cannot name, and functions traced by ``tf.function`` are never touched.
+``janus.disable()`` puts every original ``__code__`` back and removes the hook.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import sys
+import threading
+import types
+import warnings
+from collections.abc import Iterator
+
+import gast
+
+from janus.config import config
+from janus.driver import JitFunction
+from janus.graphgen.errors import NotConvertible
+from janus.graphgen.keras_layers import is_keras_layer
+from janus.graphgen.source import function_ast
+from janus.library import is_library_code
+
+log = logging.getLogger("janus")
+_SKIPPED_FLAGS = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coroutine, async generator
+
+
+@dataclasses.dataclass
+class Routed:
+    """A function transparent mode routed through janus."""
+
+    function: types.FunctionType
+    original: types.CodeType
+    jitted: JitFunction
+    why: str
+
+
+class _TransparentMode:
+    def __init__(self) -> None:
+        self.active = False
+        self.routed: dict[types.CodeType, Routed] = {}  # original code -> routing
+        self.verdicts: dict[types.CodeType, str] = {}  # code -> why it is (not) routed
+        self.calls: dict[types.CodeType, int] = {}
+        self.trampolines: set[types.CodeType] = set()
+        self._previous = None
+
+    # ------------------------------------------------------------------ switching
+    def enable(self) -> None:
+        if self.active:
+            return
+        self.active = True
+        self._previous = sys.gettrace()
+        sys.settrace(self._hook)
+        threading.settrace(self._hook)
+
+    def disable(self) -> None:
+        if not self.active:
+            return
+        sys.settrace(self._previous)
+        threading.settrace(None)
+        for routed in self.routed.values():
+            routed.function.__code__ = routed.original
+        self.active = False
+        self.routed.clear()
+        self.verdicts.clear()
+        self.calls.clear()
+        self.trampolines.clear()
+
+    # ------------------------------------------------------------------ discovery
+    def _hook(self, frame: types.FrameType, event: str, arg: object) -> None:
+        code = frame.f_code
+        if code in self.verdicts or code in self.trampolines:
+            return
+        if code in self.calls:
+            self.calls[code] += 1
+            if self.calls[code] >= config.hot_calls:
+                del self.calls[code]
+                self._route_if_found(frame, "hot function running TensorFlow")
+            return
+        verdict = self._classify(frame)
+        if verdict == "hot":
+            self.calls[code] = 1
+        elif verdict.startswith("route:"):
+            self._route_if_found(frame, verdict[len("route:") :])
+        else:
+            self.verdicts[code] = verdict
+
+    def _classify(self, frame: types.FrameType) -> str:
+        code = frame.f_code
+        if is_library_code(code):
+            return "library code"
+        if code.co_flags & _SKIPPED_FLAGS or code.co_name.startswith("<"):
+            return "generator, coroutine, lambda or comprehension"
+        if _traced_by_tf_function(frame):
+            return "already wrapped in tf.function"
+        try:
+            node = function_ast(code)
+        except (NotConvertible, SyntaxError) as err:
+            return f"source unavailable: {err}"
+        names = {n.id for n in gast.walk(node) if isinstance(n, gast.Name)}
+        attrs = {n.attr for n in gast.walk(node) if isinstance(n, gast.Attribute)}
+        if "GradientTape" in attrs | names and "gradient" in attrs:
+            return "route:training step (opens a GradientTape and takes gradients)"
+        if code.co_name == "call" and is_keras_layer(frame.f_locals.get("self")):
+            return "route:call() of a user Keras layer"
+        if names & {"tf", "keras", "tensorflow"}:
+            return "hot"
+        return "does not use TensorFlow"
+
+    def _route_if_found(self, frame: types.FrameType, why: str) -> None:
+        code = frame.f_code
+        function = _function_of(frame)
+        if function is None:
+            self.verdicts[code] = "function object not reachable (nested function?): runs imperatively"
+            return
+        self.verdicts[code] = f"routed through janus: {why}"
+        copy = types.FunctionType(code, function.__globals__, function.__name__, function.__defaults__,
+                                  function.__closure__)  # fmt: skip
+        copy.__kwdefaults__ = function.__kwdefaults__
+        copy.__qualname__ = function.__qualname__
+        jitted = JitFunction(copy)
+        trampoline = _trampoline(code, jitted)
+        self.trampolines.add(trampoline)
+        function.__code__ = trampoline
+        self.routed[code] = Routed(function, code, jitted, why)
+        log.info("janus: routing %s (%s:%d) through janus: %s", function.__qualname__, code.co_filename,
+                 code.co_firstlineno, why)  # fmt: skip
+
+    def report(self) -> list[str]:
+        lines = []
+        for code, verdict in sorted(self.verdicts.items(), key=lambda kv: (kv[0].co_filename, kv[0].co_firstlineno)):
+            if verdict != "library code":
+                lines.append(f"  {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}): {verdict}")
+        return lines
+
+
+def _function_of(frame: types.FrameType) -> types.FunctionType | None:
+    """The function object running in ``frame``: a module-level function or a method of ``self``."""
+    code = frame.f_code
+    candidate = frame.f_globals.get(code.co_name)
+    if isinstance(candidate, types.FunctionType) and candidate.__code__ is code:
+        return candidate
+    if code.co_argcount:
+        owner = frame.f_locals.get(code.co_varnames[0])
+        for klass in type(owner).__mro__ if owner is not None else ():
+            method = klass.__dict__.get(code.co_name)
+            method = getattr(method, "__func__", method)
+            if isinstance(method, types.FunctionType) and method.__code__ is code:
+                return method
+    return None
+
+
+def _traced_by_tf_function(frame: types.FrameType) -> bool:
+    caller = frame.f_back
+    for _ in range(6):
+        if caller is None:
+            return False
+        if "polymorphic_function" in caller.f_code.co_filename or "autograph" in caller.f_code.co_filename:
+            return True
+        caller = caller.f_back
+    return False
+
+
+def _trampoline(code: types.CodeType, dispatcher: JitFunction) -> types.CodeType:
+    """A code object with ``code``'s name and free variables whose body calls ``dispatcher``."""
+    free = code.co_freevars
+    source = (
+        "def __janus_outer__():\n"
+        + "".join(f"    {name} = None\n" for name in free)
+        + f"    def {code.co_name}(*args, **kwargs):\n"
+        + "".join(f"        {name}\n" for name in free)
+        + "        return '__janus_dispatch__'(*args, **kwargs)\n"
+        + f"    return {code.co_name}.__code__\n"
+    )
+    namespace: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "'str' object is not callable": replaced just below
+        exec(compile(source, code.co_filename, "exec"), namespace)  # noqa: S102 - generated by janus
+    trampoline = namespace["__janus_outer__"]()
+    consts = tuple(dispatcher if c == "__janus_dispatch__" else c for c in trampoline.co_consts)
+    return trampoline.replace(co_consts=consts, co_firstlineno=code.co_firstlineno)
+
+
+_mode = _TransparentMode()
+
+
+def enable() -> None:
+    """Routes the script's training steps, Keras ``call``s and hot TF functions through janus."""
+    _mode.enable()
+
+
+def disable() -> None:
+    """Restores every function transparent mode touched and stops watching calls."""
+    _mode.disable()
+
+
+@contextlib.contextmanager
+def enabled() -> Iterator[None]:
+    """``with janus.enabled(): ...`` — transparent mode for the block only."""
+    was_active = _mode.active
+    enable()
+    try:
+        yield
+    finally:
+        if not was_active:
+            disable()
+
+
+def routed_functions() -> list[Routed]:
+    return list(_mode.routed.values())
+
+
+def report() -> list[str]:
+    return _mode.report() if _mode.active else []
