@@ -7,7 +7,7 @@ import argparse
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks import control_flow, core, state
+from benchmarks import control_flow, core, state, transparent
 from benchmarks.harness import write_json
 from benchmarks.report import model_rows, update_readme
 
@@ -26,7 +26,9 @@ def main() -> None:
     with console.status("running per-call and profiler overhead"):
         overhead = core.per_call_overhead(args.quick)
         profiler = core.profiler_overhead(args.quick)
-    payload = {"models": models, "overhead": overhead, "profiler": profiler}
+    with console.status("running the examples eager / janus.enable() / @janus.jit"):
+        examples = transparent.examples(args.quick)
+    payload = {"models": models, "overhead": overhead, "profiler": profiler, "examples": examples}
     path = write_json("summary-quick.json" if args.quick else "summary.json", payload)
 
     table = Table(title="janus benchmarks (medians, interleaved, one process)")

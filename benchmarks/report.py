@@ -66,6 +66,21 @@ def markdown(payload: dict) -> str:
             f"janus with it as a `tf.while_loop` (`janus.config.unroll_loops = False`: "
             f"{lstm['janus_loop_op']:.0f} words/s)."
         )
+    if "examples" in payload:
+        extra += [
+            "",
+            "Transparent mode on the examples (whole runs, profiling and graph building included; "
+            f"{payload['examples']['rows'][0]['steps']} steps, median of subprocess runs):",
+            "",
+            "| example | eager (examples/s) | `janus.enable()` | `@janus.jit` | enable ÷ eager | enable ÷ jit |",
+            "|---|---|---|---|---|---|",
+        ]
+        for row in payload["examples"]["rows"]:
+            rate = row["examples_per_s"]
+            extra.append(
+                f"| {row['example']} | {rate['eager']:.0f} | {rate['enable']:.0f} | {rate['jit']:.0f} | "
+                f"{row['enable_over_eager']:.2f}× | {row['enable_over_jit']:.2f}× |"
+            )
     return "\n".join(lines + extra)
 
 

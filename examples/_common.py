@@ -12,6 +12,7 @@ import numpy as np
 def parse(description: str, steps: int):
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--janus", action="store_true", help="run under janus.enable()")
+    parser.add_argument("--jit", action="store_true", help="benchmarks only: wrap the step with @janus.jit instead")
     parser.add_argument("--steps", type=int, default=steps)
     parser.add_argument("--save", help="write final loss, weights and janus stats here (for tests)")
     args = parser.parse_args()
@@ -20,6 +21,17 @@ def parse(description: str, steps: int):
 
         janus.enable()
     return args
+
+
+def jit_if_requested(fn):
+    """For the benchmark's comparison only: ``--jit`` wraps the training step with ``janus.jit``."""
+    import sys
+
+    if "--jit" not in sys.argv:
+        return fn
+    import janus
+
+    return janus.jit(fn)
 
 
 class Meter:
@@ -31,7 +43,7 @@ class Meter:
 
     def report(self, name: str, loss: float, args) -> None:
         rate = self.examples / (time.perf_counter() - self.start)
-        mode = "janus" if args.janus else "eager"
+        mode = "janus" if args.janus else "jit" if args.jit else "eager"
         print(f"{name} [{mode}]: {rate:.0f} examples/s, final loss {loss:.6f}")
 
 

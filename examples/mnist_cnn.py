@@ -5,7 +5,7 @@ Plain TF2 eager code. Run it as it is, or with ``--janus``, which adds only ``ja
 
 import numpy as np
 import tensorflow as tf
-from _common import Meter, parse, save
+from _common import Meter, jit_if_requested, parse, save
 
 args = parse(__doc__, steps=40)
 keras = tf.keras
@@ -41,6 +41,7 @@ def train_step(x, y):
     return loss
 
 
+train_step = jit_if_requested(train_step)  # benchmarks only (--jit); a no-op otherwise
 meter = Meter()
 for x, y in dataset:
     loss = train_step(x, y)

@@ -5,7 +5,7 @@ Plain TF2 eager code. Run it as it is, or with ``--janus``, which adds only ``ja
 
 import numpy as np
 import tensorflow as tf
-from _common import Meter, parse, save
+from _common import Meter, jit_if_requested, parse, save
 
 args = parse(__doc__, steps=30)
 keras = tf.keras
@@ -42,6 +42,7 @@ class LanguageModel:
         return loss
 
 
+LanguageModel.train_step = jit_if_requested(LanguageModel.train_step)  # benchmarks only (--jit); a no-op otherwise
 model = LanguageModel()
 rng = np.random.default_rng(0)
 corpus = rng.integers(0, VOCAB, size=(args.steps, BATCH, STEPS + 1)).astype(np.int32)

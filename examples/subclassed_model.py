@@ -5,7 +5,7 @@ Plain TF2 eager code. Run it as it is, or with ``--janus``, which adds only ``ja
 
 import numpy as np
 import tensorflow as tf
-from _common import Meter, parse, save
+from _common import Meter, jit_if_requested, parse, save
 
 args = parse(__doc__, steps=40)
 keras = tf.keras
@@ -44,6 +44,7 @@ class Trainer:
         return loss
 
 
+Trainer.step = jit_if_requested(Trainer.step)  # benchmarks only (--jit); a no-op otherwise
 model = Classifier()
 model(tf.zeros([1, 8]))
 trainer = Trainer(model)
