@@ -69,8 +69,9 @@ def markdown(payload: dict) -> str:
     if "examples" in payload:
         extra += [
             "",
-            "Transparent mode on the examples (whole runs, profiling and graph building included; "
-            f"{payload['examples']['rows'][0]['steps']} steps, median of subprocess runs):",
+            "Transparent mode on the examples (throughput over the second half of "
+            f"{payload['examples']['rows'][0]['steps']}-step runs, after profiling and graph builds; "
+            "median of subprocess runs):",
             "",
             "| example | eager (examples/s) | `janus.enable()` | `@janus.jit` | enable ÷ eager | enable ÷ jit |",
             "|---|---|---|---|---|---|",

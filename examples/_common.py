@@ -35,16 +35,28 @@ def jit_if_requested(fn):
 
 
 class Meter:
-    """Counts examples and times the run, excluding nothing: what a user would see."""
+    """Throughput over the whole run and over its second half (after profiling and graph builds)."""
 
-    def __init__(self) -> None:
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
         self.start = time.perf_counter()
         self.examples = 0
+        self.done = 0
+        self.half: tuple[float, int] | None = None
+
+    def step(self, examples: int) -> None:
+        self.examples += examples
+        self.done += 1
+        if self.done == self.steps // 2:
+            self.half = (time.perf_counter(), self.examples)
 
     def report(self, name: str, loss: float, args) -> None:
-        rate = self.examples / (time.perf_counter() - self.start)
+        now = time.perf_counter()
+        rate = self.examples / (now - self.start)
+        steady = (self.examples - self.half[1]) / (now - self.half[0]) if self.half else rate
         mode = "janus" if args.janus else "jit" if args.jit else "eager"
-        print(f"{name} [{mode}]: {rate:.0f} examples/s, final loss {loss:.6f}")
+        print(f"{name} [{mode}]: {rate:.0f} examples/s, {steady:.0f} examples/s in the second half, "
+              f"final loss {loss:.6f}")  # fmt: skip
 
 
 def save(args, loss: float, weights: list) -> None:

@@ -42,9 +42,9 @@ def train_step(x, y):
 
 
 train_step = jit_if_requested(train_step)  # benchmarks only (--jit); a no-op otherwise
-meter = Meter()
+meter = Meter((len(images) + 31) // 32)
 for x, y in dataset:
     loss = train_step(x, y)
-    meter.examples += int(x.shape[0])
+    meter.step(int(x.shape[0]))
 meter.report("mnist_cnn", float(loss), args)
 save(args, float(loss), model.trainable_variables)

@@ -46,9 +46,9 @@ LanguageModel.train_step = jit_if_requested(LanguageModel.train_step)  # benchma
 model = LanguageModel()
 rng = np.random.default_rng(0)
 corpus = rng.integers(0, VOCAB, size=(args.steps, BATCH, STEPS + 1)).astype(np.int32)
-meter = Meter()
+meter = Meter(args.steps)
 for batch in corpus:
     loss = model.train_step(tf.constant(batch[:, :-1]), tf.constant(batch[:, 1:]))
-    meter.examples += BATCH * STEPS
+    meter.step(BATCH * STEPS)
 meter.report("rnn_lm", float(loss), args)
 save(args, float(loss), [*model.weights, model.state])

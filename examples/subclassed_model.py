@@ -49,12 +49,12 @@ model = Classifier()
 model(tf.zeros([1, 8]))
 trainer = Trainer(model)
 rng = np.random.default_rng(0)
-meter = Meter()
+meter = Meter(args.steps)
 for _ in range(args.steps):
     x = rng.normal(size=(64, 8)).astype(np.float32)
     y = (x[:, 0] > 0).astype(np.int32) + (x[:, 1] > 1).astype(np.int32)
     loss = trainer.step(tf.constant(x), tf.constant(y))
-    meter.examples += 64
+    meter.step(64)
     if trainer.steps % 10 == 0:
         accuracy = tf.reduce_mean(tf.cast(tf.argmax(model(tf.constant(x)), 1) == y, tf.float32))
 meter.report("subclassed_model", float(loss), args)

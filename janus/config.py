@@ -29,6 +29,8 @@ class Config:
         max_unroll: loops longer than this are converted to ``tf.while_loop`` instead.
         hot_calls: with ``janus.enable()``, calls after which a user function running TensorFlow
             is routed through janus (training steps and Keras ``call`` are routed at once).
+        discovery_quiet_seconds: once ``janus.enable()`` routed a function, it stops watching
+            calls (which slows Python) when this long passes without a new function.
     """
 
     profile_calls: int = 3
@@ -42,6 +44,7 @@ class Config:
     unroll_loops: bool = True
     max_unroll: int = 256
     hot_calls: int = 5
+    discovery_quiet_seconds: float = 1.0
 
     def __setattr__(self, name: str, value: object) -> None:
         if name not in {f.name for f in dataclasses.fields(self)}:

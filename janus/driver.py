@@ -13,10 +13,13 @@ A call goes through these stages:
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import inspect
 import logging
 import os
+import threading
+import time
 import types
 import weakref
 
@@ -113,6 +116,8 @@ class JitFunction:
     # ------------------------------------------------------------------ slow paths
     def _profiled(self, bound: tuple, args: tuple, kwargs: dict) -> object:
         self.stats.profiled_calls += 1
+        log.debug("janus: %s: imperative call under the profiler (%d so far)", self.fn.__qualname__,
+                  self.stats.profiled_calls)  # fmt: skip
         observed = tuple(observe(v) for v in bound)
         for history, obs in zip(self._observations, observed):
             history.append(obs)
@@ -154,7 +159,7 @@ class JitFunction:
     def _fail(self, key: str, what: str) -> None:
         self.failures[key] += 1
         self.failure_log.append((key, what))
-        log.info("janus: %s: %s", self.fn.__qualname__, what)
+        log.info("janus: %s: %s; falling back to eager for this call", self.fn.__qualname__, what)
 
     def _specs(self) -> list[ArgSpec]:
         specs = [
@@ -182,7 +187,8 @@ class JitFunction:
             return
         while True:
             try:
-                graph = generate(self.fn, self.params, self._specs(), self.profile, self.failures.__getitem__)
+                with _progress(self.fn.__qualname__):
+                    graph = generate(self.fn, self.params, self._specs(), self.profile, self.failures.__getitem__)
             except NeedsStaticShape as err:
                 if self._exact_shapes:
                     self._go_imperative(err.reason, err.location)
@@ -215,6 +221,24 @@ class JitFunction:
         self.imperative_reason = f"{reason} ({where})" if where else reason
         self.cache.clear()
         log.info("janus: %s runs imperatively: %s", self.fn.__qualname__, self.imperative_reason)
+
+
+@contextlib.contextmanager
+def _progress(name: str, every: float = 5.0):
+    """Says that a long graph build is still going, every ``every`` seconds."""
+    started = time.perf_counter()
+    done = threading.Event()
+
+    def report() -> None:
+        while not done.wait(every):
+            log.warning("janus: still building the graph for %s (%.0f s)", name, time.perf_counter() - started)
+
+    thread = threading.Thread(target=report, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
 
 
 def _value_failures(spec: ArgSpec, failures: collections.Counter, key: str) -> bool:

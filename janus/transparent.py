@@ -10,6 +10,11 @@ user function, it classifies it (and remembers the verdict for that code object)
 3. any other user function that runs TensorFlow and has been called
    ``config.hot_calls`` times (hot-function detection).
 
+Any trace function makes CPython run every call in its slower tracing mode, so once a
+function has been routed, the hook removes itself when ``config.discovery_quiet_seconds``
+pass without a new function (the routed functions stay routed); functions first called
+after that run as they are.
+
 A chosen function is routed through ``janus.jit`` by swapping its ``__code__`` for a small
 trampoline with the same free variables; the jitted copy keeps the original code, so
 fallbacks run exactly the user's function. Library code, generators, lambdas, nested
@@ -24,6 +29,7 @@ import dataclasses
 import logging
 import sys
 import threading
+import time
 import types
 import warnings
 from collections.abc import Iterator
@@ -58,6 +64,8 @@ class _TransparentMode:
         self.verdicts: dict[types.CodeType, str] = {}  # code -> why it is (not) routed
         self.calls: dict[types.CodeType, int] = {}
         self.trampolines: set[types.CodeType] = set()
+        self.last_news = 0.0  # when the hook last saw a new function or routed one
+        self.watching = False
         self._previous = None
 
     # ------------------------------------------------------------------ switching
@@ -65,15 +73,25 @@ class _TransparentMode:
         if self.active:
             return
         self.active = True
+        self.last_news = time.monotonic()
+        self.watching = True
         self._previous = sys.gettrace()
         sys.settrace(self._hook)
         threading.settrace(self._hook)
 
+    def _stop_watching(self) -> None:
+        """Discovery is over: a trace function slows every Python call, so remove it."""
+        if self.watching:
+            self.watching = False
+            sys.settrace(self._previous)
+            threading.settrace(None)
+            log.info("janus: transparent mode saw no new function for %.1f s; it stops watching",
+                     config.discovery_quiet_seconds)  # fmt: skip
+
     def disable(self) -> None:
         if not self.active:
             return
-        sys.settrace(self._previous)
-        threading.settrace(None)
+        self._stop_watching()
         for routed in self.routed.values():
             routed.function.__code__ = routed.original
         self.active = False
@@ -86,7 +104,10 @@ class _TransparentMode:
     def _hook(self, frame: types.FrameType, event: str, arg: object) -> None:
         code = frame.f_code
         if code in self.verdicts or code in self.trampolines:
+            if self.routed and time.monotonic() - self.last_news >= config.discovery_quiet_seconds:
+                self._stop_watching()  # quiet only counts once something was routed
             return
+        self.last_news = time.monotonic()
         if code in self.calls:
             self.calls[code] += 1
             if self.calls[code] >= config.hot_calls:
@@ -139,6 +160,7 @@ class _TransparentMode:
         self.trampolines.add(trampoline)
         function.__code__ = trampoline
         self.routed[code] = Routed(function, code, jitted, why)
+        self.last_news = time.monotonic()
         log.info("janus: routing %s (%s:%d) through janus: %s", function.__qualname__, code.co_filename,
                  code.co_firstlineno, why)  # fmt: skip
 

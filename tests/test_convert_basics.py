@@ -317,3 +317,59 @@ def test_dict_and_nested_container_arguments():
 
     calls = [({"x": a, "y": b}, {"scale": 2.0, "extra": (a, b)}) for a, b in pairs(3)]
     run_differential(plain(f), calls)
+
+
+class Holder:
+    def __init__(self):
+        self.w = tf.constant([1.0, 2.0])
+
+
+HOLDERS = {}
+
+
+def read_holder(x):
+    return x * HOLDERS["h"].w
+
+
+def test_objects_referenced_by_a_cached_graph_stay_alive_until_reset():
+    import gc
+    import weakref
+
+    HOLDERS["h"] = Holder()
+    ref = weakref.ref(HOLDERS["h"])
+    jitted = janus.jit(read_holder)
+    for _ in range(5):
+        jitted(tf.constant([3.0, 4.0]))
+    assert janus.stats(jitted)["graph_calls"] >= 2
+    del HOLDERS["h"]
+    gc.collect()
+    assert ref() is not None  # the cached graph's guards hold it: no dangling pointer
+    janus.reset()
+    gc.collect()
+    assert ref() is None  # dropped together with the graph: no leak
+
+
+def test_no_reference_leaks_over_10000_graph_calls():
+    import sys
+
+    from janus.ops import pyheap
+
+    holder = Holder()
+    items = [Holder() for _ in range(3)]
+
+    def f(x, n):
+        total = x * holder.w
+        for i in range(n):  # run-time objects through the heap ops (pointers and stores)
+            total = total + items[i].w
+        return total
+
+    jitted = janus.jit(f)
+    calls = [(tf.constant([1.0, 1.0]), tf.constant(k)) for k in (1, 2, 3, 2, 1)]
+    for args in calls:
+        jitted(*args)
+    before = sys.getrefcount(holder), [sys.getrefcount(i) for i in items], len(pyheap._stores)
+    for k in range(10_000):
+        jitted(*calls[k % len(calls)])
+    after = sys.getrefcount(holder), [sys.getrefcount(i) for i in items], len(pyheap._stores)
+    assert before == after
+    assert janus.stats(jitted)["graph_calls"] >= 10_000

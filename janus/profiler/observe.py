@@ -65,3 +65,13 @@ def observe(value: object) -> Observation:
     if type(value) is dict and all(type(k) in SCALAR_TYPES for k in value):
         return SeqObs(dict, tuple(observe(v) for v in value.values()), tuple(value))
     return ObjectObs(value)
+
+
+def observe_read(value: object) -> Observation | tuple[str, str, int]:
+    """A heap read's observation: scalars and tensors in full, other objects by type and id only.
+
+    Profiles live as long as their function, so they must not keep heap objects alive.
+    """
+    if type(value) in SCALAR_TYPES or isinstance(value, tf.Tensor):
+        return observe(value)
+    return ("object", type(value).__qualname__, id(value))

@@ -37,9 +37,7 @@ class Profile:
         default_factory=lambda: collections.defaultdict(set)
     )
     returns: dict[types.CodeType, set[type]] = dataclasses.field(default_factory=lambda: collections.defaultdict(set))
-    heap_reads: dict[tuple, list[Observation]] = dataclasses.field(
-        default_factory=lambda: collections.defaultdict(list)
-    )
+    heap_reads: dict[tuple, list[object]] = dataclasses.field(default_factory=lambda: collections.defaultdict(list))
     trip_counts: dict[tuple[types.CodeType, int], list[int]] = dataclasses.field(default_factory=dict)
 
     def hits(self, code: types.CodeType, line: int) -> int:

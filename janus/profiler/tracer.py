@@ -15,7 +15,7 @@ from janus.library import is_library_code
 from janus.profiler.branches import BranchWatcher, branch_sites
 from janus.profiler.heapreads import is_resolved, reads_by_line, resolve
 from janus.profiler.loops import TripCounter, loop_sites
-from janus.profiler.observe import observe
+from janus.profiler.observe import observe, observe_read
 from janus.profiler.profile import CallRecord, Profile
 
 _active = threading.local()
@@ -53,7 +53,7 @@ class _Recorder:
             for read in reads_by_line(code).get(line, ()):
                 value = resolve(frame, read)
                 if is_resolved(value):
-                    self.profile.heap_reads[(code, line, read)].append(observe(value))
+                    self.profile.heap_reads[(code, line, read)].append(observe_read(value))
         elif event == "return":
             self.profile.returns[frame.f_code].add(type(arg))
             counter = self.loops.pop(frame, None)
