@@ -306,20 +306,23 @@ class Interpreter:
         self._unrolled(frame, node, items, loc)
 
     def _unrolled(self, frame: Frame, node: gast.For, items: Iterator[object], loc: str) -> None:
-        broke = False
         for count, item in enumerate(items):
             if count >= MAX_STATIC_ITERATIONS:
                 raise NotConvertible("loop too long to unroll", loc)
             self.assign(frame, node.target, item)
-            try:
-                self.exec_block(frame, node.body)
-            except _Break:
-                broke = True
-                break
-            except _Continue:
-                continue
-        if not broke:
-            self.exec_block(frame, node.orelse)
+            if self._iteration_breaks(frame, node):
+                return
+        self.exec_block(frame, node.orelse)
+
+    def _iteration_breaks(self, frame: Frame, node: gast.For | gast.While) -> bool:
+        """Runs one iteration of an unrolled loop body; True if it hit ``break``."""
+        try:
+            self.exec_block(frame, node.body)
+        except _Break:
+            return True
+        except _Continue:
+            pass
+        return False
 
     def _for_items(self, frame: Frame, node: gast.For, iterable: object, loc: str):
         """Static items to unroll over, or a LoopPlan for tf.while_loop."""
@@ -344,7 +347,7 @@ class Interpreter:
         count = tf.shape(x, out_type=tf.int32)[0]
         profiled = self.ctx.profile.fixed_trip_count(frame.code, node.lineno)
         if static_count is None and self._may_unroll(profiled, frame, node):
-            self.ctx.check(lambda: tf.equal(count, profiled), self._trip_key(frame, node, profiled),
+            self.ctx.check(lambda: tf.equal(count, profiled), self._trip_key(frame, node),
                            f"loop runs {profiled} times", loc)  # fmt: skip
             return iter([x[i] for i in range(profiled)])
         return control_flow.LoopPlan(count, lambda i: tf.gather(x, i), node.target)
@@ -353,7 +356,7 @@ class Interpreter:
         count = r.length()
         profiled = self.ctx.profile.fixed_trip_count(frame.code, node.lineno)
         if self._may_unroll(profiled, frame, node):
-            self.ctx.check(lambda: tf.equal(count, profiled), self._trip_key(frame, node, profiled),
+            self.ctx.check(lambda: tf.equal(count, profiled), self._trip_key(frame, node),
                            f"loop runs {profiled} times", loc)  # fmt: skip
             return iter([r.item(i) for i in range(profiled)])
         return control_flow.LoopPlan(tf.cast(count, tf.int32), r.item, node.target)
@@ -363,16 +366,15 @@ class Interpreter:
             profiled is not None
             and config.unroll_loops
             and profiled <= config.max_unroll
-            and not self.ctx.failed(self._trip_key(frame, node, profiled))
+            and not self.ctx.failed(self._trip_key(frame, node))
         )
 
-    def _trip_key(self, frame: Frame, node: gast.AST, count: int | None) -> str:
+    def _trip_key(self, frame: Frame, node: gast.AST) -> str:
         return f"loop trip count@{self.loc(frame, node)}"
 
     def _stmt_While(self, frame: Frame, node: gast.While) -> None:
         loc = self.loc(frame, node)
         count = 0
-        broke = False
         planned: int | None = None
         while True:
             value = self.eval(frame, node.test)
@@ -396,15 +398,9 @@ class Interpreter:
             count += 1
             if count > MAX_STATIC_ITERATIONS:
                 raise NotConvertible("loop too long to unroll", loc)
-            try:
-                self.exec_block(frame, node.body)
-            except _Break:
-                broke = True
-                break
-            except _Continue:
-                continue
-        if not broke:
-            self.exec_block(frame, node.orelse)
+            if self._iteration_breaks(frame, node):
+                return
+        self.exec_block(frame, node.orelse)
 
     def _stmt_Break(self, frame: Frame, node: gast.Break) -> None:
         raise _Break()
