@@ -135,53 +135,48 @@ void PassToken(OpKernelContext* ctx) { ctx->set_output(0, ctx->input(0)); }
   Input("token: int64").Input("store: int64").Input("obj: int64").Output("token_out: int64").Attr("expect: int") \
       .SetIsStateful()
 
+// Gets output (token, value) with the value's static shape from the `shape` attribute.
+tensorflow::Status HeapGetShape(tensorflow::shape_inference::InferenceContext* c) {
+  c->set_output(0, c->Scalar());
+  PartialTensorShape shape;
+  TF_RETURN_IF_ERROR(c->GetAttr("shape", &shape));
+  tensorflow::shape_inference::ShapeHandle out;
+  TF_RETURN_IF_ERROR(c->MakeShapeFromPartialTensorShape(shape, &out));
+  c->set_output(1, out);
+  return tensorflow::OkStatus();
+}
+
+// Sets output only the token.
+tensorflow::Status HeapSetShape(tensorflow::shape_inference::InferenceContext* c) {
+  c->set_output(0, c->Scalar());
+  return tensorflow::OkStatus();
+}
+
 REGISTER_OP("JanusPyGetAttr")
     .JANUS_HEAP_COMMON.Attr("attr_name: string")
     .Attr("dtype: type")
     .Attr("shape: shape")
     .Output("value: dtype")
-    .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) {
-      c->set_output(0, c->Scalar());
-      PartialTensorShape shape;
-      TF_RETURN_IF_ERROR(c->GetAttr("shape", &shape));
-      tensorflow::shape_inference::ShapeHandle out;
-      TF_RETURN_IF_ERROR(c->MakeShapeFromPartialTensorShape(shape, &out));
-      c->set_output(1, out);
-      return tensorflow::OkStatus();
-    });
+    .SetShapeFn(HeapGetShape);
 
 REGISTER_OP("JanusPyGetSubscr")
     .JANUS_HEAP_COMMON.Input("key: int64")
     .Attr("dtype: type")
     .Attr("shape: shape")
     .Output("value: dtype")
-    .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) {
-      c->set_output(0, c->Scalar());
-      PartialTensorShape shape;
-      TF_RETURN_IF_ERROR(c->GetAttr("shape", &shape));
-      tensorflow::shape_inference::ShapeHandle out;
-      TF_RETURN_IF_ERROR(c->MakeShapeFromPartialTensorShape(shape, &out));
-      c->set_output(1, out);
-      return tensorflow::OkStatus();
-    });
+    .SetShapeFn(HeapGetShape);
 
 REGISTER_OP("JanusPySetAttr")
     .JANUS_HEAP_COMMON.Input("value: T")
     .Attr("attr_name: string")
     .Attr("T: type")
-    .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) {
-      c->set_output(0, c->Scalar());
-      return tensorflow::OkStatus();
-    });
+    .SetShapeFn(HeapSetShape);
 
 REGISTER_OP("JanusPySetSubscr")
     .JANUS_HEAP_COMMON.Input("key: int64")
     .Input("value: T")
     .Attr("T: type")
-    .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) {
-      c->set_output(0, c->Scalar());
-      return tensorflow::OkStatus();
-    });
+    .SetShapeFn(HeapSetShape);
 
 class HeapGetOp : public OpKernel {
  public:
