@@ -7,7 +7,7 @@ OPS_STAMP := $(VENV)/.janus-ops
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup ops test test-keras3 test-legacy-keras demo bench bench-quick lint clean
+.PHONY: setup ops horovod test test-keras3 test-legacy-keras demo bench bench-quick lint clean
 
 setup: $(STAMP)
 
@@ -24,6 +24,11 @@ ops: $(OPS_STAMP)
 $(OPS_STAMP): $(STAMP) $(wildcard csrc/*.cc) janus/ops/build.py
 	$(PY) -m janus.ops
 	touch $(OPS_STAMP)
+
+# Horovod 0.28.1 built from its sdist with the TF 2.21 recipe (scripts/build_horovod.sh); the
+# wheel is cached, so a re-run only reinstalls it. The Horovod tests skip, saying so, without it.
+horovod: setup
+	bash scripts/build_horovod.sh
 
 test: ops test-keras3 test-legacy-keras
 

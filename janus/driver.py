@@ -25,6 +25,7 @@ import weakref
 
 import tensorflow as tf
 
+from janus import distributed
 from janus.config import config
 from janus.executor.cache import GraphCache
 from janus.executor.runner import AssumptionFailed, GraphRunner
@@ -65,7 +66,7 @@ class JitFunction:
         self.imperative_reason: str | None = is_convertible_entry(self.fn)
         self._observations: list[list] = [[] for _ in self.params]
         self._exact_shapes = False
-        self._stale = False
+        self._broadcast_done = False
 
     def __get__(self, instance: object, owner: type | None = None) -> object:
         if instance is None:
@@ -83,11 +84,11 @@ class JitFunction:
         stats.calls += 1
         if self.imperative_reason is not None:
             stats.imperative_calls += 1
-            return self.fn(*args, **kwargs)
+            return self._eager(self.fn, args, kwargs)
         bound = self._bind(args, kwargs)
         if bound is None:  # the call does not even bind: let Python raise its own error
             stats.imperative_calls += 1
-            return self.fn(*args, **kwargs)
+            return self._eager(self.fn, args, kwargs)
         runner, flat = self.cache.lookup(bound)
         if runner is not None:
             try:
@@ -114,6 +115,21 @@ class JitFunction:
         return tuple(bound.arguments[p] for p in self.params)
 
     # ------------------------------------------------------------------ slow paths
+    def _eager(self, fn, args: tuple, kwargs: dict) -> object:
+        """An eager call; under Horovod its plain tapes average gradients as the graphs do."""
+        if distributed.horovod() is None:
+            return fn(*args, **kwargs)
+        first = not self._broadcast_done
+        if first:  # every rank starts from rank 0's weights
+            self._broadcast_done = True
+            distributed.broadcast_from_rank0(distributed.reachable_variables(self.fn, args))
+        sources: list = []
+        with distributed.eager_collectives(sources):
+            result = fn(*args, **kwargs)
+        if first:  # variables the first step created (lazily built models) are synchronised now
+            distributed.broadcast_from_rank0(sources)
+        return result
+
     def _profiled(self, bound: tuple, args: tuple, kwargs: dict) -> object:
         self.stats.profiled_calls += 1
         log.debug("janus: %s: imperative call under the profiler (%d so far)", self.fn.__qualname__,
@@ -121,7 +137,7 @@ class JitFunction:
         observed = tuple(observe(v) for v in bound)
         for history, obs in zip(self._observations, observed):
             history.append(obs)
-        return profiled_call(self.profile, self.fn, args, kwargs, observed)
+        return self._eager(lambda *a, **k: profiled_call(self.profile, self.fn, a, k, observed), args, kwargs)
 
     def _miss(self, bound: tuple, args: tuple, kwargs: dict) -> object:
         target = self.profile_calls if self.profile_calls is not None else config.profile_calls

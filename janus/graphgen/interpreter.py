@@ -23,6 +23,7 @@ import gast
 import tensorflow as tf
 from tensorflow.python.framework.ops import EagerTensor
 
+from janus import distributed
 from janus.config import config
 from janus.graphgen import control_flow, keras_layers, pynumber
 from janus.graphgen.context import GenerationContext
@@ -810,7 +811,11 @@ class Interpreter:
         for value in (*args, *kwargs.values()):
             self.ctx.check_library_argument(value, loc)
         label = getattr(callee, "__qualname__", None) or type(callee).__qualname__
-        return self.ctx.record_call(label, callee, tuple(args), kwargs, loc)
+        result = self.ctx.record_call(label, callee, tuple(args), kwargs, loc)
+        hvd = distributed.horovod()
+        if hvd is not None and distributed.is_plain_tape_gradient(callee):  # data-parallel: average here
+            result = self.ctx.record_call("hvd.allreduce", distributed.average, (result, hvd), {}, loc)
+        return result
 
     def _call_keras_layer(self, layer: object, args: list, kwargs: dict, loc: str) -> object:
         """Keras's ``__call__`` runs; the ``call`` of every user layer within is converted."""

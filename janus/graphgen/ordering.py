@@ -13,6 +13,9 @@ _STATE_READS = frozenset(
 
 
 def is_state_write(op: tf.Operation) -> bool:
+    """TF state updates, prints, and Horovod collectives: what must wait for every assertion."""
+    if op.type.startswith("Horovod"):
+        return True  # a rank whose assertion fails must not have joined a collective yet
     if op.type in _STATE_READS or not op._is_stateful:
         return False
     return op.type == "PrintV2" or any(t.dtype == tf.resource for t in op.inputs)
