@@ -42,6 +42,23 @@ def train_step(x, y):
     return loss
 
 
+if scenario == "dtape":  # the user already reduces: hvd.DistributedGradientTape on tf.Variables
+    tf.random.set_seed(0)
+    w = tf.Variable(tf.random.normal([4, 1], seed=rank))
+    b = tf.Variable(tf.zeros([1]))
+
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((tf.matmul(x, w) + b - y) ** 2)
+        tape = hvd.DistributedGradientTape(tape)
+        grads = tape.gradient(loss, [w, b])
+        w.assign_sub(0.1 * grads[0])
+        b.assign_sub(0.1 * grads[1])
+        return loss
+
+    hvd.broadcast_variables([w, b], root_rank=0)
+    model = type("Vars", (), {"trainable_variables": [w, b]})()
+
 step = janus.jit(train_step)
 rng = np.random.default_rng(1)
 for i in range(10):
@@ -51,5 +68,10 @@ for i in range(10):
         X[0, 0] = 100.0  # only rank 0's half holds it: rank 0's assumption breaks, rank 1's holds
     step(tf.constant(X[rank * 4 : (rank + 1) * 4]), tf.constant(Y[rank * 4 : (rank + 1) * 4]))
 
+graph = step.cache.entries[0].graph.concrete.graph
+nodes = [(op.type, op.name) for op in graph.get_operations()]
+nodes += [(n.op, n.name) for fn in graph.as_graph_def().library.function for n in fn.node_def]
+collectives = sorted(name.split("/")[-1] for kind, name in nodes if kind.startswith("Horovod"))
 with open(f"{out}/rank{rank}.json", "w") as f:
-    json.dump({"weights": [v.numpy().tolist() for v in model.trainable_variables], "stats": janus.stats(step)}, f)
+    json.dump({"weights": [v.numpy().tolist() for v in model.trainable_variables], "stats": janus.stats(step),
+               "collectives": collectives}, f)  # fmt: skip

@@ -64,6 +64,28 @@ def single_process_reference(scenario: str) -> list[np.ndarray]:
     return [v.numpy() for v in model.trainable_variables]
 
 
+def test_distributed_gradient_tape_is_not_reduced_twice(tmp_path):
+    ranks = run_workers("dtape", tmp_path)
+    tf.random.set_seed(0)
+    w = tf.Variable(tf.random.normal([4, 1], seed=0))
+    b = tf.Variable(tf.zeros([1]))
+    rng = np.random.default_rng(1)
+    for _ in range(10):
+        X = rng.normal(size=(8, 4)).astype(np.float32)
+        Y = rng.normal(size=(8, 1)).astype(np.float32)
+        with tf.GradientTape() as tape:
+            pred = tf.matmul(X, w) + b
+            loss = 0.5 * (tf.reduce_mean((pred[:4] - Y[:4]) ** 2) + tf.reduce_mean((pred[4:] - Y[4:]) ** 2))
+        gw, gb = tape.gradient(loss, [w, b])
+        w.assign_sub(0.1 * gw)
+        b.assign_sub(0.1 * gb)
+    for got, ref in zip(ranks[0]["weights"], [w.numpy(), b.numpy()]):
+        np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-5, atol=1e-6)
+    assert ranks[0]["stats"]["graph_calls"] >= 4
+    assert ranks[0]["collectives"], "the tape's own allreduce should be in the graph"
+    assert not any(name.startswith("janus_grad") for name in ranks[0]["collectives"])  # janus added none
+
+
 @pytest.mark.parametrize("scenario", ["plain", "diverge"])
 def test_two_ranks_stay_identical_and_match_one_process(scenario, tmp_path):
     ranks = run_workers(scenario, tmp_path)
@@ -73,6 +95,7 @@ def test_two_ranks_stay_identical_and_match_one_process(scenario, tmp_path):
         np.testing.assert_allclose(np.asarray(w0), ref, rtol=1e-5, atol=1e-6)
     for r in ranks:
         assert r["stats"]["graph_calls"] >= 4, r["stats"]
+        assert sum(name.startswith("janus_grad") for name in r["collectives"]) == 4  # one per gradient
     if scenario == "diverge":
         assert ranks[0]["stats"]["assumption_failures"] == 1
         assert ranks[1]["stats"]["assumption_failures"] == 0
