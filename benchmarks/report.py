@@ -85,10 +85,34 @@ def markdown(payload: dict) -> str:
     return "\n".join(lines + extra)
 
 
+def horovod_markdown(payload: dict) -> str:
+    lines = [
+        "",
+        "Horovod scale factor, 2-process throughput ÷ (1-process throughput × 2), measured by "
+        "`python -m benchmarks.horovod_scale` (gloo, one 2-core machine: one process already uses both cores, "
+        "so this shows core sharing, not network overlap):",
+        "",
+        "| model | mode | 1 process | 2 processes (total) | scale factor |",
+        "|---|---|---|---|---|",
+    ]
+    names = {"janus": "janus (plain tape)", "eager": "eager + DistributedGradientTape",
+             "tf_function": "tf.function + DistributedGradientTape"}  # fmt: skip
+    for row in payload["rows"]:
+        lines.append(
+            f"| {row['model']} | {names[row['mode']]} | {row['one_process']:.0f} {row['unit']} | "
+            f"{row['two_processes_total']:.0f} {row['unit']} | {row['scale_factor']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
 def update_readme(results_file: Path = ROOT / "benchmarks" / "results" / "summary.json") -> None:
     readme = ROOT / "README.md"
     text = readme.read_text()
-    block = f"{BEGIN}\n{markdown(json.loads(results_file.read_text()))}\n{END}"
+    body = markdown(json.loads(results_file.read_text()))
+    horovod = results_file.parent / "horovod.json"
+    if horovod.exists():
+        body += "\n" + horovod_markdown(json.loads(horovod.read_text()))
+    block = f"{BEGIN}\n{body}\n{END}"
     readme.write_text(re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S))
 
 

@@ -373,3 +373,21 @@ def test_tuple_state_on_self_is_read_item_by_item():
 
     jitted = run_differential(make, [(vec(0.1 * i, 0.2),) for i in range(8)], min_graph_calls=5)
     assert janus.stats(jitted)["graphs_built"] == 1
+
+
+def test_heap_writes_under_tensor_control_flow_are_refused_not_logged_once():
+    def make():
+        acct = Account()
+
+        def f(x, n):
+            i = tf.constant(0)
+            while i < n:  # varying trip count: a tf.while_loop, whose body runs many times
+                acct.ops += 1
+                i += 1
+            return x
+
+        return f, lambda: acct.ops
+
+    calls = [(vec(1.0), tf.constant(k)) for k in (1, 2, 3, 1, 4)]
+    jitted = run_differential(make, calls, min_graph_calls=0)
+    assert "heap write inside tensor-dependent control flow" in janus.explain(jitted)

@@ -129,7 +129,9 @@ class GenerationContext:
                 return self._views[id(value)]
         if type(value) is list:
             if not materialize:
-                self._views[id(value)] = HeapList(value, path, what, loc, self.heap, self.read_heap)
+                self._views[id(value)] = HeapList(
+                    value, path, what, loc, self.heap, self.read_heap, self._check_straight_line
+                )
                 return self._views[id(value)]
             self.guard(key, f"len({path}) == {len(value)}", f"len({what}) == {len(value)}", loc)
             snapshot = [self.read_heap(v, f"{path}[{i}]", f"{what}[{i}]", loc) for i, v in enumerate(value)]
@@ -264,6 +266,11 @@ class GenerationContext:
         return self._store_input(f"{self.const(self.store_factory)}.pointer({path})", ("pointer", path))
 
     # ------------------------------------------------------------- heap writes
+    def _check_straight_line(self, loc: str) -> None:
+        """Logged writes replay once per call: not from a tf.cond branch or tf.while_loop body."""
+        if self.region_depth:
+            raise NotConvertible("heap write inside tensor-dependent control flow (tf.cond/tf.while_loop)", loc)
+
     def write_attribute(self, base: object, attr: str, value: object, loc: str) -> None:
         if isinstance(base, PyObjectRef):
             if attr in getattr(base.cls, "__dict__", {}) and hasattr(type(base.cls.__dict__[attr]), "__set__"):
@@ -283,6 +290,7 @@ class GenerationContext:
         if hasattr(type(descriptor), "__set__"):
             raise NotConvertible(f"assignment to {cls.__name__}.{attr}, a property or descriptor", loc)
         self._check_storable(value, loc)
+        self._check_straight_line(loc)
         self.heap.log(Write("setattr", base, path, attr, value, loc))
 
     def write_item(self, container: object, key: object, value: object, loc: str) -> None:
@@ -291,21 +299,26 @@ class GenerationContext:
             self._check_storable(value, loc)
             container.setitem(key, value)
             return
-        container[key] = value
         path = self._origins.get(id(container))
+        if path is not None:
+            self._check_straight_line(loc)
+        container[key] = value
         if path is not None:
             self._check_storable(value, loc)
             self.heap.log(Write("setitem", container, path, key, value, loc))
 
     def write_global(self, namespace: dict, name: str, value: object, loc: str) -> None:
+        self._check_straight_line(loc)
         self._check_storable(value, loc)
         self.heap.log(Write("setitem", namespace, self.const(namespace), name, value, loc))
 
     def write_cell(self, cell: types.CellType, value: object, loc: str) -> None:
+        self._check_straight_line(loc)
         self._check_storable(value, loc)
         self.heap.log(Write("setattr", cell, self.const(cell), "cell_contents", value, loc))
 
     def log_print(self, args: tuple, kwargs: dict, loc: str) -> None:
+        self._check_straight_line(loc)
         if set(kwargs) - {"sep", "end"}:
             raise NotConvertible("print() to a file or with flush is not deferred", loc)
         for value in (*args, *kwargs.values()):
@@ -350,6 +363,7 @@ class GenerationContext:
             raise NotConvertible(f"{type(container).__name__}.{method}() on a container that lives on the heap", loc)
         for value in args:
             self._check_storable(value, loc)
+        self._check_straight_line(loc)
         getattr(container, method)(*args)
         if method == "update":
             for key, value in dict(args[0]).items():

@@ -38,8 +38,9 @@ class HeapList:
     Only reading its contents (``len``, iteration, indexing) guards its length and elements.
     """
 
-    def __init__(self, real: list, path: str, what: str, loc: str, heap: HeapLog, read) -> None:
+    def __init__(self, real: list, path: str, what: str, loc: str, heap: HeapLog, read, check) -> None:
         self.real = real
+        self._check_straight_line = check  # ctx's: logged writes only from straight-line code
         self.path = path
         self.what = what
         self.loc = loc
@@ -49,6 +50,7 @@ class HeapList:
         self._pending: list[tuple[str, object]] = []
 
     def append(self, value: object) -> None:
+        self._check_straight_line(self.loc)
         self._heap.log(Write("append", self.real, self.path, None, value, self.loc))
         self._pending.append(("append", value))
         if self._items is not None:
@@ -56,6 +58,7 @@ class HeapList:
 
     def extend(self, values: object) -> None:
         values = list(values.materialize() if isinstance(values, HeapList) else values)
+        self._check_straight_line(self.loc)
         self._heap.log(Write("extend", self.real, self.path, None, values, self.loc))
         self._pending.append(("extend", values))
         if self._items is not None:
@@ -71,6 +74,7 @@ class HeapList:
         return self._items
 
     def setitem(self, key: object, value: object) -> None:
+        self._check_straight_line(self.loc)
         items = self.materialize()
         items[key] = value
         self._heap.log(Write("setitem", self.real, self.path, key, value, self.loc))
