@@ -391,3 +391,46 @@ def test_library_wrappers_of_user_code_never_run_it_while_generating():
         assert (janus.stats(jitted)["graph_calls"] > 0) == converted, janus.explain(jitted)
         if fn is uses_contextmanager:
             assert ran == ["enter"] * 10  # 5 eager calls and 5 janus calls: never while generating
+
+
+def test_user_methods_reached_through_builtins_or_descriptors_never_run_while_generating():
+    calls = []
+
+    class Ordered:
+        def __init__(self, v):
+            self.v = v
+
+        def __lt__(self, other):
+            calls.append("lt")
+            return self.v < other.v
+
+        def __hash__(self):
+            calls.append("hash")
+            return hash(self.v)
+
+    class Lazy:
+        def __get__(self, obj, owner):
+            calls.append("get")
+            return 2.0
+
+    class Holder:
+        scale = Lazy()
+
+    items, holder = [Ordered(2), Ordered(1)], Holder()
+
+    def uses_sorted(x):
+        return x * sorted(items)[0].v
+
+    def uses_set(x):
+        return x * len({items[0], items[1]})
+
+    def uses_descriptor(x):
+        return x * holder.scale
+
+    for fn, per_call in ((uses_sorted, ["lt"]), (uses_set, ["hash", "hash"]), (uses_descriptor, ["get"])):
+        calls.clear()
+        jitted = janus.jit(fn)
+        for _ in range(5):
+            assert_same(fn(tf.constant(1.0)), jitted(tf.constant(1.0)))
+        assert calls == per_call * 10, (fn.__name__, calls)  # 5 eager + 5 janus calls, none while generating
+        assert "runs imperatively" in janus.explain(jitted)

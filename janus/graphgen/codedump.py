@@ -56,9 +56,6 @@ class CodeRecorder:
         )
         self.body.append(ast.Assign([self._result(result)], call, lineno=0))
 
-    def comment(self, text: str) -> None:
-        self.body.append(ast.Expr(ast.Constant(text)))
-
     def returns(self, outputs: list) -> None:
         self.body.append(ast.Return(ast.List([self._expr(o) for o in outputs], ast.Load())))
 

@@ -434,6 +434,9 @@ class GenerationContext:
         instance_dict = getattr(base, "__dict__", None)
         if isinstance(instance_dict, dict) and attr in instance_dict:
             return self._heap_or_value(instance_dict[attr], path, attr, loc, profiled)
+        descriptor_get = getattr(type(class_attr), "__get__", None)
+        if isinstance(descriptor_get, types.FunctionType) and not is_library_code(descriptor_get.__code__):
+            raise NotConvertible(f"{cls.__name__}.{attr} is a descriptor whose __get__ is user code", loc)
         value = getattr(base, attr)
         if isinstance(class_attr, types.FunctionType) and path is not None and isinstance(instance_dict, dict):
             key = f"attribute {attr}@{loc}"

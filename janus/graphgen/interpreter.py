@@ -595,7 +595,10 @@ class Interpreter:
         return list(self._elements(frame, node.elts))
 
     def _expr_Set(self, frame: Frame, node: gast.Set) -> object:
-        return set(self._elements(frame, node.elts))
+        items = list(self._elements(frame, node.elts))
+        if any(_holds_user_object(v) or is_symbolic(v) for v in items):
+            raise NotConvertible("set of user objects or tensors (their __hash__ would run)", self.loc(frame, node))
+        return set(items)
 
     def _expr_Dict(self, frame: Frame, node: gast.Dict) -> object:
         result = {}
@@ -606,6 +609,10 @@ class Interpreter:
                 key = self.eval(frame, key_node)
                 if is_symbolic(key) or isinstance(key, PyNumber):
                     raise NotConvertible("tensor used as a dict key", self.loc(frame, node))
+                if _holds_user_object(key):
+                    raise NotConvertible(
+                        "user object used as a dict key (its __hash__ would run)", self.loc(frame, node)
+                    )
                 result[key] = self.eval(frame, value_node)
         return result
 
@@ -868,9 +875,8 @@ class Interpreter:
         if callee not in _PURE_BUILTINS:
             raise NotConvertible(f"builtin {callee.__name__}() is not converted", loc)
         values = (*args, *kwargs.values())
-        user_values = [v for v in values if not isinstance(v, (LocalFunction, type)) and is_user_object(v)]
-        if user_values and callee not in (isinstance, issubclass, type, id, callable):
-            raise NotConvertible(f"{callee.__name__}() of a user object", loc)
+        if callee not in (isinstance, issubclass, type, id, callable) and any(_holds_user_object(v) for v in values):
+            raise NotConvertible(f"{callee.__name__}() of a user object (its methods would run)", loc)
         if callee is isinstance and len(args) == 2 and is_symbolic(args[0]):
             return issubclass(EagerTensor, args[1])  # what the eager value would answer
         if any(isinstance(v, LocalFunction) for v in values):
@@ -958,6 +964,15 @@ def unrouted(func: types.FunctionType) -> types.FunctionType:
         if target is not None and not isinstance(const, (str, bytes, tuple, int, float)):
             return target
     return func
+
+
+def _holds_user_object(value: object) -> bool:
+    """A user object, or a plain container holding one: builtins would run its methods."""
+    if type(value) in (list, tuple, set, frozenset):
+        return any(_holds_user_object(v) for v in value)
+    if type(value) is dict:
+        return any(_holds_user_object(k) or _holds_user_object(v) for k, v in value.items())
+    return not isinstance(value, (LocalFunction, type)) and is_user_object(value)
 
 
 def _always_raises(block: list) -> bool:
