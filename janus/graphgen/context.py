@@ -71,6 +71,31 @@ class GenerationContext:
         self._invalid_sites: set[tuple] = set()
         self._keep: list[object] = []
         self.code = CodeRecorder(code_name, params)
+        # recursion (janus.graphgen.recursion): functions built for this graph, the ones being traced
+        self.recursive_functions: dict[tuple, object] = {}
+        self.building: list = []
+        self.last_invoke: dict[tf.Graph, tf.Operation] = {}
+        self._cycle_codes: set | None = None
+
+    def is_recursive(self, code: types.CodeType) -> bool:
+        """Whether the profile saw ``code`` in a call cycle (it becomes a recursive graph function)."""
+        if self._cycle_codes is None:
+            from janus.graphgen import recursion
+
+            self._cycle_codes = recursion.cycle_codes(self.profile)
+        return code in self._cycle_codes
+
+    def path_of(self, value: object) -> str | None:
+        """A path that re-reads ``value`` before each call, if it was read from one."""
+        return self._paths.get(id(value))
+
+    def pointer_of(self, value: object) -> tf.Tensor:
+        """``value`` (read from a path) as an int64 pointer its call's store resolves."""
+        return self._pointer_input(self._paths[id(value)])
+
+    def pointer_input(self, path: str) -> tf.Tensor:
+        """The object at ``path`` as an int64 pointer its call's store resolves."""
+        return self._pointer_input(path)
 
     # ------------------------------------------------------------- guards and constants
     def const(self, obj: object) -> str:
@@ -198,23 +223,26 @@ class GenerationContext:
     def _expectation(self, values: list, what: str, loc: str) -> tuple[pyheap.Expectation, tf.DType, object]:
         assumption = Assumption(next(_assumption_ids), f"type of {what}@{loc}", f"{what} keeps its type", loc)
         self.assumptions[assumption.id] = assumption
-        if values and all(isinstance(v, EagerTensor) for v in values) and len({v.dtype for v in values}) == 1:
-            shape = merge_shapes([tuple(v.shape) for v in values])
-            spec = pyheap.Expectation("tensor", assumption.id, values[0].dtype, shape)
-            return spec, values[0].dtype, shape
-        if values and all(type(v) is float for v in values):
-            return pyheap.Expectation("float", assumption.id), tf.float64, ()
-        if values and all(type(v) is int for v in values):
-            return pyheap.Expectation("int", assumption.id), tf.int64, ()
-        if values and len({type(v) for v in values}) == 1 and is_user_object(values[0]):
-            return pyheap.Expectation("object", assumption.id, cls=type(values[0])), tf.int64, ()
+        # None next to numbers or tensors (a leaf's word, None on inner nodes) types the location
+        # as the numbers: a None read at run time breaks the assumption and the call re-runs eagerly.
+        present = [v for v in values if v is not None]
+        if present and all(isinstance(v, EagerTensor) for v in present) and len({v.dtype for v in present}) == 1:
+            shape = merge_shapes([tuple(v.shape) for v in present])
+            spec = pyheap.Expectation("tensor", assumption.id, present[0].dtype, shape)
+            return spec, present[0].dtype, shape
+        for kind, dtype in ((float, tf.float64), (int, tf.int64), (bool, tf.bool)):
+            if present and all(type(v) is kind for v in present):
+                return pyheap.Expectation(kind.__name__, assumption.id), dtype, ()
+        if present and len({type(v) for v in present}) == 1 and is_user_object(present[0]):
+            optional = len(present) < len(values)
+            return pyheap.Expectation("object", assumption.id, cls=type(present[0]), optional=optional), tf.int64, ()
         raise NotConvertible(f"{what} holds values of mixed or unsupported types", loc)
 
     def _from_heap(self, value: tf.Tensor, spec: pyheap.Expectation, samples: list) -> object:
         if spec.kind == "object":
-            return PyObjectRef(value, spec.cls, samples)
-        if spec.kind in ("float", "int"):
-            return PyNumber(value, float if spec.kind == "float" else int)
+            return PyObjectRef(value, spec.cls, [s for s in samples if s is not None], spec.optional)
+        if spec.kind in ("float", "int", "bool"):
+            return PyNumber(value, {"float": float, "int": int, "bool": bool}[spec.kind])
         return value
 
     def heap_get_item(self, heap_list: HeapList, index: PyNumber, loc: str) -> object:
@@ -229,6 +257,8 @@ class GenerationContext:
         return self._from_heap(value, spec, samples)
 
     def heap_get_attr(self, ref: PyObjectRef, attr: str, loc: str) -> object:
+        if not ref.samples:
+            raise NotConvertible(f"attribute {attr} of an object janus never saw while profiling", loc)
         descriptor = inspect.getattr_static(ref.cls, attr, _MISSING)
         if descriptor is not _MISSING and hasattr(type(descriptor), "__get__"):
             raise NotConvertible(f"{ref.cls.__name__}.{attr} is a method or property of a run-time object", loc)

@@ -24,7 +24,7 @@ from janus.graphgen.interpreter import Interpreter
 from janus.graphgen.ordering import is_state_write, order_state_writes
 from janus.graphgen.pynumber import PyNumber, to_python
 from janus.graphgen.source import location
-from janus.graphgen.specs import ArgSpec, ConstArg, NumberArg, ObjectArg, SeqArg, TensorArg
+from janus.graphgen.specs import ArgSpec, ConstArg, NumberArg, ObjectArg, PointerArg, SeqArg, TensorArg
 from janus.graphgen.values import is_symbolic
 from janus.profiler.profile import Profile
 
@@ -132,6 +132,9 @@ def _add_input_guards(
         ctx.guard(f"{key}:value", scalar_guard(path, spec.value, ctx.const), f"{what} == {spec.value!r}", loc)
     elif isinstance(spec, NumberArg):
         ctx.guard(f"{key}:type", f"type({path}) is float", f"{what} is a float (value relaxed)", loc)
+    elif isinstance(spec, PointerArg):
+        described = f"{what} is a {spec.cls.__qualname__} (passed by pointer)"
+        ctx.guard(f"{key}:type", f"type({path}) is {ctx.const(spec.cls)}", described, loc)
     elif isinstance(spec, SeqArg):
         kind = ctx.const(spec.type)
         described = f"{what} is a {spec.type.__name__} of length {len(spec.items)}"
@@ -162,6 +165,8 @@ def _argument_value(ctx: GenerationContext, spec: ArgSpec, path: str, what: str,
         if spec.type is dict:
             return ctx.mark_heap_container(dict(zip(spec.keys, items)), path)
         return ctx.mark_heap_container(items, path) if spec.type is list else tuple(items)
+    if isinstance(spec, PointerArg):
+        return PyObjectRef(ctx.pointer_input(path), spec.cls, [spec.sample])
     assert isinstance(spec, ObjectArg)
     return ctx.read_heap(spec.obj, path, what, loc)
 

@@ -91,6 +91,7 @@ class PyObjectRef:
     pointer: object  # int64 tensor
     cls: type
     samples: list
+    optional: bool = False  # may be None at run time (pointer 0)
 
 
 class HeapLog:

@@ -25,11 +25,11 @@ from tensorflow.python.framework.ops import EagerTensor
 
 from janus import distributed
 from janus.config import config
-from janus.graphgen import control_flow, keras_layers, pynumber
+from janus.graphgen import control_flow, keras_layers, pynumber, recursion
 from janus.graphgen.context import GenerationContext
 from janus.graphgen.control_flow import SymbolicRange, TensorList
 from janus.graphgen.errors import NeedsStaticShape, NotConvertible
-from janus.graphgen.heap import MISSING, HeapList
+from janus.graphgen.heap import MISSING, HeapList, PyObjectRef
 from janus.graphgen.pynumber import PyNumber
 from janus.graphgen.source import function_ast, location
 from janus.graphgen.values import is_plain, is_safe_operand, is_symbolic, is_user_object
@@ -151,11 +151,20 @@ class Interpreter:
         bound.apply_defaults()
         return self.run(func, dict(bound.arguments))
 
-    def run(self, func: types.FunctionType, arguments: dict[str, object]) -> object:
-        """Converts the body of ``func`` with its parameters bound to ``arguments``."""
+    def run(self, func: types.FunctionType, arguments: dict[str, object], recursive_entry: bool = False) -> object:
+        """Converts the body of ``func`` with its parameters bound to ``arguments``.
+
+        A function the profile saw in a call cycle becomes a recursive graph function
+        (``recursion.call``) instead of being inlined; ``recursive_entry`` is that function's body.
+        """
         code = func.__code__
         if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
             raise NotConvertible("generators and coroutines run imperatively", location(code))
+        if not recursive_entry and self.ctx.is_recursive(code):
+            building = self.ctx.building[-1] if self.ctx.building else None
+            closes_cycle = building is not None and code is not building.code
+            if not (closes_cycle and recursion.same_cycle(self.ctx.profile, code, building.code)):
+                return recursion.call(self, func, arguments)  # else: inlined into the function being built
         if code in self.stack:
             raise NotConvertible(f"recursive call of {func.__qualname__}", location(code))
         if len(self.stack) >= MAX_INLINE_DEPTH:
@@ -270,9 +279,7 @@ class Interpreter:
 
     def _stmt_If(self, frame: Frame, node: gast.If, rest: list = (), tail: bool = False) -> bool:
         """Folds, speculates or converts an ``if``; True when it consumed ``rest`` (see convert_cond)."""
-        value = self.eval(frame, node.test)
-        if isinstance(value, PyNumber):
-            value = value.tensor
+        value = _truth_value(self.eval(frame, node.test))
         position = self.ctx.branch_position(frame.code, node)
         branch_tail = tail and not rest
         if not is_symbolic(value):
@@ -670,7 +677,10 @@ class Interpreter:
                 raise NotConvertible("identity comparison of two tensors", self.loc(frame, node))
             if isinstance(op, (gast.In, gast.NotIn)) and (is_symbolic(left) or is_symbolic(right)):
                 raise NotConvertible("`in` with a tensor", self.loc(frame, node))
-            if isinstance(op, (gast.Is, gast.IsNot)):
+            if isinstance(op, (gast.Is, gast.IsNot)) and _optional_ref_vs_none(left, right):
+                ref = left if isinstance(left, PyObjectRef) else right
+                result = PyNumber((tf.equal if isinstance(op, gast.Is) else tf.not_equal)(ref.pointer, 0), bool)
+            elif isinstance(op, (gast.Is, gast.IsNot)):
                 result = _COMPARE[type(op)](left, right)
             else:
                 result = self.operate(frame, node, _COMPARE[type(op)], left, right)
@@ -683,9 +693,7 @@ class Interpreter:
         return result
 
     def _expr_IfExp(self, frame: Frame, node: gast.IfExp) -> object:
-        test = self.eval(frame, node.test)
-        if isinstance(test, PyNumber):
-            test = test.tensor
+        test = _truth_value(self.eval(frame, node.test))
         if is_symbolic(test):
             return control_flow.convert_select(
                 self,
@@ -955,6 +963,22 @@ class Interpreter:
 
     def loc(self, frame: Frame, node: gast.AST) -> str:
         return location(frame.code, node)
+
+
+def _optional_ref_vs_none(left: object, right: object) -> bool:
+    """``ref is None`` where ``ref`` is a run-time object that may be None: decided at run time."""
+    return (isinstance(left, PyObjectRef) and left.optional and right is None) or (
+        isinstance(right, PyObjectRef) and right.optional and left is None
+    )
+
+
+def _truth_value(value: object) -> object:
+    """The value an ``if`` tests: tensors for Python numbers and may-be-None objects known at run time."""
+    if isinstance(value, PyNumber):
+        return value.tensor
+    if isinstance(value, PyObjectRef) and value.optional:
+        return tf.not_equal(value.pointer, 0)
+    return value
 
 
 def unrouted(func: types.FunctionType) -> types.FunctionType:

@@ -8,8 +8,13 @@ from janus.graphgen.errors import NotConvertible
 
 # Stateful ops that only read state: they may run before an assumption is checked.
 _STATE_READS = frozenset(
-    {"ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VariableShape", "VarIsInitializedOp", "JanusAssert"}
-)
+    {
+        "ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VariableShape", "VarIsInitializedOp", "JanusAssert",
+        "JanusInvoke", "JanusInvokeGrad",  # recursive functions only read variables (writes there are refused)
+    }
+)  # fmt: skip
+# Control flow whose branches hold assertions is itself an assertion: its inner writes already wait for them.
+_CONTROL_FLOW = frozenset({"If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase"})
 
 
 def is_state_write(op: tf.Operation) -> bool:
@@ -39,6 +44,8 @@ def order_state_writes(graph: tf.Graph, assert_ops: list[tf.Operation]) -> None:
                 pending.append(parent)
     for op in graph.get_operations():
         if is_state_write(op):
+            if op in ancestors and op.type in _CONTROL_FLOW:
+                continue
             if op in ancestors:
                 raise NotConvertible(f"an assumption depends on the state update {op.type}")
             op._add_control_inputs([a for a in assert_ops if a is not op and a not in op.control_inputs])

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
+from janus.graphgen.values import is_user_object
 from janus.profiler.observe import ObjectObs, Observation, ScalarObs, SeqObs, TensorObs
 
 
@@ -43,13 +44,23 @@ class ObjectArg:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
+class PointerArg:
+    """A user object that was a different object at every profiled call (a data structure such
+    as a parse tree): passed as an int64 pointer that the call's store resolves, read through
+    the heap ops, so a new object costs no new graph. ``sample`` types its attributes."""
+
+    cls: type
+    sample: object
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
 class SeqArg:
     type: type
     items: tuple
     keys: tuple | None = None  # for dicts
 
 
-ArgSpec = TensorArg | ConstArg | NumberArg | ObjectArg | SeqArg
+ArgSpec = TensorArg | ConstArg | NumberArg | ObjectArg | PointerArg | SeqArg
 
 
 def merge_shapes(shapes: Sequence[tuple | None]) -> tuple | None:
@@ -97,4 +108,8 @@ def derive(
         )
         return SeqArg(latest.type, items, latest.keys)
     assert isinstance(latest, ObjectObs)
+    objects = [o.obj for o in same_kind]
+    fresh = len({id(o) for o in objects}) == len(objects) > 1
+    if fresh and len({type(o) for o in objects}) == 1 and is_user_object(latest.obj) and not callable(latest.obj):
+        return PointerArg(type(latest.obj), latest.obj)
     return ObjectArg(latest.obj)

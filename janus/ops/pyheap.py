@@ -37,11 +37,12 @@ class JanusAssumption(Exception):
 class Expectation:
     """What a heap location holds, as the graph was specialised: kind and dtype/shape or class."""
 
-    kind: str  # "tensor", "object", "float", "int"
+    kind: str  # "tensor", "object", "float", "int", "bool"
     assumption_id: int
     dtype: tf.DType | None = None
     shape: tuple | None = None
     cls: type | None = None
+    optional: bool = False  # an object that may also be None (pointer 0)
 
     def check(self, value: object) -> None:
         ok = {
@@ -50,7 +51,8 @@ class Expectation:
                 and value.dtype == self.dtype
                 and (self.shape is None or tf.TensorShape(self.shape).is_compatible_with(value.shape))
             ),
-            "object": lambda: type(value) is self.cls,
+            "object": lambda: type(value) is self.cls or (self.optional and value is None),
+            "bool": lambda: type(value) is bool,
             "float": lambda: type(value) is float,
             "int": lambda: type(value) is int and -(2**63) <= value < 2**63,
         }[self.kind]()
@@ -80,6 +82,8 @@ class CallStore:
         return id(obj)
 
     def resolve(self, pointer: int) -> object:
+        if pointer == 0:
+            return None
         try:
             return self.objects[pointer]
         except KeyError:
@@ -124,7 +128,9 @@ def _to_numpy(value: object, expectation: Expectation, store: CallStore) -> np.n
     if expectation.kind == "tensor":
         return np.ascontiguousarray(value.numpy())
     if expectation.kind == "object":
-        return np.asarray(store.pointer(value), np.int64)
+        return np.asarray(0 if value is None else store.pointer(value), np.int64)
+    if expectation.kind == "bool":
+        return np.asarray(value, np.bool_)
     return np.asarray(value, np.float64 if expectation.kind == "float" else np.int64)
 
 
@@ -135,6 +141,8 @@ def _from_payload(payload: tuple, expectation: Expectation, store: CallStore) ->
         return tf.constant(array)
     if expectation.kind == "object":
         return store.resolve(int(array))
+    if expectation.kind == "bool":
+        return bool(array)
     return float(array) if expectation.kind == "float" else int(array)
 
 

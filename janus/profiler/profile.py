@@ -8,6 +8,8 @@ import types
 
 from janus.profiler.observe import Observation
 
+RETURN_SAMPLES = 32
+
 
 @dataclasses.dataclass
 class CallRecord:
@@ -39,6 +41,10 @@ class Profile:
     returns: dict[types.CodeType, set[type]] = dataclasses.field(default_factory=lambda: collections.defaultdict(set))
     heap_reads: dict[tuple, list[object]] = dataclasses.field(default_factory=lambda: collections.defaultdict(list))
     trip_counts: dict[tuple[types.CodeType, int], list[int]] = dataclasses.field(default_factory=dict)
+    # the first RETURN_SAMPLES return values per code object: recursive functions declare outputs from them
+    return_observations: dict[types.CodeType, list[Observation]] = dataclasses.field(
+        default_factory=lambda: collections.defaultdict(list)
+    )
 
     def hits(self, code: types.CodeType, line: int) -> int:
         return self.line_hits[(code, line)]

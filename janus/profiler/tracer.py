@@ -16,7 +16,7 @@ from janus.profiler.branches import BranchWatcher, branch_sites
 from janus.profiler.heapreads import is_resolved, reads_by_line, resolve
 from janus.profiler.loops import TripCounter, loop_sites
 from janus.profiler.observe import observe, observe_read
-from janus.profiler.profile import CallRecord, Profile
+from janus.profiler.profile import RETURN_SAMPLES, CallRecord, Profile
 
 _active = threading.local()
 
@@ -56,6 +56,9 @@ class _Recorder:
                     self.profile.heap_reads[(code, line, read)].append(observe_read(value))
         elif event == "return":
             self.profile.returns[frame.f_code].add(type(arg))
+            samples = self.profile.return_observations[frame.f_code]
+            if len(samples) < RETURN_SAMPLES:
+                samples.append(observe(arg))
             counter = self.loops.pop(frame, None)
             if counter is not None:
                 counter.close_all()

@@ -1,0 +1,639 @@
+"""Recursive user functions as recursive graph functions called through ``JanusInvoke``.
+
+A function the profile saw in a call cycle is not inlined: it becomes a graph function of
+its own (``RecursiveFunction``), generated once from its AST with abstract parameters, and
+every call of it, including the ones in its own body, becomes a ``JanusInvoke`` op naming
+it (``csrc/janus_invoke.cc``).
+
+* **Parameters.** Tensors and Python numbers known only at run time become tensor
+  parameters; tree nodes (user objects) become int64 pointers read through the heap ops,
+  so a new tree costs no regeneration; anything else (the model, layers, constants) is
+  baked in and must be the very same at every recursive call, or the parameter becomes a
+  pointer (objects) or the function runs imperatively (other values).
+* **Forward declaration.** The body's recursive calls need the function's outputs and
+  captured inputs before the body exists: outputs come from the profiled return values
+  (relaxed if the body disagrees), captures from a first, throwaway trace.
+* **Gradients.** The backward function is the gradient of the body, built with TF's
+  symbolic gradients; the gradient of each inner ``JanusInvoke`` is a ``JanusInvokeGrad``
+  of the backward function itself. Forward tensors the backward function needs are extra
+  outputs of the forward function, which the kernel packs into one frame per invocation.
+* **Parallelism.** Invocations only wait on their data, so independent subtrees run in
+  parallel on the inter-op pool (``config.parallel_calls = False`` chains them instead).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import types
+
+import tensorflow as tf
+from tensorflow.core.framework import attr_value_pb2
+from tensorflow.python.eager.polymorphic_function import atomic_function
+from tensorflow.python.framework import auto_control_deps, ops
+from tensorflow.python.framework import func_graph as func_graph_module
+from tensorflow.python.framework.ops import EagerTensor
+from tensorflow.python.ops import gradients_util, handle_data_util
+
+from janus.config import config
+from janus.graphgen.errors import NotConvertible
+from janus.graphgen.heap import PyObjectRef
+from janus.graphgen.pynumber import PyNumber
+from janus.graphgen.source import location
+from janus.graphgen.specs import merge_shapes
+from janus.graphgen.values import is_symbolic, is_user_object
+from janus.library import is_library_class
+from janus.ops.assert_op import _ops
+from janus.profiler.observe import ScalarObs, SeqObs, TensorObs
+
+_names = itertools.count(1)
+_registry: dict[str, RecursiveFunction] = {}  # function name -> its RecursiveFunction (for gradients)
+MAX_SAMPLES = 20_000  # tree nodes scanned for attribute types while generating
+
+# Invocations read variables only; ACD must neither chain them nor force them to run.
+auto_control_deps.SKIPPED_ORDER_INSENSITIVE_STATEFUL_OPS = auto_control_deps.SKIPPED_ORDER_INSENSITIVE_STATEFUL_OPS | {
+    "JanusInvoke",
+    "JanusInvokeGrad",
+}
+for _heap_op in ("JanusPyGetAttr", "JanusPyGetSubscr", "JanusPySetAttr", "JanusPySetSubscr", "JanusAssert"):
+    ops.NotDifferentiable(_heap_op)
+
+
+class _Restart(Exception):
+    """A parameter must change kind (static object -> pointer, pointer -> optional pointer)."""
+
+    def __init__(self, index: int, kind: str) -> None:
+        self.index, self.kind = index, kind
+
+
+# ---------------------------------------------------------------------------- signatures
+@dataclasses.dataclass
+class Param:
+    """One flattened parameter: ``tensor``/``number`` (a tensor input), ``pointer`` or ``static``."""
+
+    kind: str
+    dtype: tf.DType | None = None
+    shape: tuple | None = None
+    number_type: type | None = None
+    cls: type | None = None
+    optional: bool = False
+    samples: list = dataclasses.field(default_factory=list)
+    value: object = None
+
+    def key(self) -> tuple:
+        static = id(self.value) if self.kind == "static" else None
+        return (self.kind, self.dtype, self.shape, self.number_type, self.cls, self.optional, static)
+
+
+def _flatten(value: object, leaves: list) -> object:
+    """The structure of an argument value with its leaves moved into ``leaves``."""
+    if type(value) in (tuple, list):
+        return (type(value), [_flatten(v, leaves) for v in value])
+    leaves.append(value)
+    return None
+
+
+def _unflatten(template: object, leaves) -> object:
+    if template is None:
+        return next(leaves)
+    kind, items = template
+    return kind(_unflatten(t, leaves) for t in items)
+
+
+def _param_of(value: object, ctx, where: str) -> Param:
+    if isinstance(value, PyObjectRef):
+        return Param("pointer", cls=value.cls, optional=value.optional, samples=_closure(value.samples, value.cls))
+    if isinstance(value, PyNumber):
+        return Param("number", value.tensor.dtype, (), number_type=value.type)
+    if is_symbolic(value) or isinstance(value, EagerTensor):
+        return Param("tensor", value.dtype, tuple(value.shape) if value.shape.rank is not None else None)
+    return Param("static", value=value)
+
+
+def _closure(samples: list, cls: type) -> list:
+    """Objects of ``cls`` reachable from ``samples`` through instance attributes and lists."""
+    seen: dict[int, object] = {}
+    todo = [s for s in samples if s is not None]
+    while todo and len(seen) < MAX_SAMPLES:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen[id(obj)] = obj
+        for attr in getattr(obj, "__dict__", {}).values():
+            items = attr if type(attr) in (list, tuple) else (attr,)
+            todo.extend(v for v in items if type(v) is cls and id(v) not in seen)
+    return list(seen.values())
+
+
+# ---------------------------------------------------------------------------- outputs
+@dataclasses.dataclass
+class OutputSpec:
+    template: object  # ("tensor", i) / ("number", i, type) / ("const", value) / (kind, [templates])
+    dtypes: list[tf.DType]
+    shapes: list[tuple | None]
+
+
+def _declare(observations: list, loc: str) -> OutputSpec:
+    dtypes: list[tf.DType] = []
+    shapes: list = []
+
+    def walk(obs: list) -> object:
+        first = obs[0]
+        if any(type(o) is not type(first) for o in obs):
+            raise NotConvertible("a recursive function returns values of different kinds", loc)
+        if isinstance(first, TensorObs):
+            if len({o.dtype for o in obs}) != 1:
+                raise NotConvertible("a recursive function returns tensors of different dtypes", loc)
+            dtypes.append(first.dtype)
+            shapes.append(merge_shapes([o.shape for o in obs]))
+            return ("tensor", len(dtypes) - 1)
+        if isinstance(first, ScalarObs):
+            types_ = {o.type for o in obs}
+            if types_ == {type(None)}:
+                return ("const", None)
+            if len(types_) == 1 and first.type in (int, float, bool):
+                dtypes.append({int: tf.int64, float: tf.float64, bool: tf.bool}[first.type])
+                shapes.append(())
+                return ("number", len(dtypes) - 1, first.type)
+            raise NotConvertible("a recursive function returns Python values of different types", loc)
+        if isinstance(first, SeqObs) and first.keys is None and first.type in (tuple, list):
+            if len({(o.type, len(o.items)) for o in obs}) != 1:
+                raise NotConvertible("a recursive function returns sequences of different lengths", loc)
+            return (first.type, [walk([o.items[i] for o in obs]) for i in range(len(first.items))])
+        raise NotConvertible("a recursive function returns a value janus cannot pass between graphs", loc)
+
+    if not observations:
+        raise NotConvertible("a recursive function that never returned while profiled", loc)
+    return OutputSpec(walk(observations), dtypes, shapes)
+
+
+def _output_tensors(value: object, spec: OutputSpec, loc: str) -> list[tf.Tensor]:
+    """The body's return value as the declared flat outputs."""
+    out: list = [None] * len(spec.dtypes)
+
+    def walk(template: object, v: object) -> None:
+        kind = template[0]
+        if kind == "const":
+            if v is not template[1]:
+                raise NotConvertible("a recursive function returns different Python values", loc)
+        elif kind in ("tensor", "number"):
+            index = template[1]
+            t = v.tensor if isinstance(v, PyNumber) else v
+            if kind == "number" and not isinstance(v, PyNumber) and type(v) is template[2]:
+                t = tf.constant(v, spec.dtypes[index])
+            if not (is_symbolic(t) or isinstance(t, EagerTensor)) or t.dtype != spec.dtypes[index]:
+                raise NotConvertible("a recursive function returns a value of another type than profiled", loc)
+            out[index] = t
+        else:
+            if type(v) is not kind or len(v) != len(template[1]):
+                raise NotConvertible("a recursive function returns another structure than profiled", loc)
+            for t, item in zip(template[1], v):
+                walk(t, item)
+
+    walk(spec.template, value)
+    return out
+
+
+def _pack_outputs(template: object, outputs: list) -> object:
+    kind = template[0]
+    if kind == "const":
+        return template[1]
+    if kind == "tensor":
+        return outputs[template[1]]
+    if kind == "number":
+        return PyNumber(outputs[template[1]], template[2])
+    return kind(_pack_outputs(t, outputs) for t in template[1])
+
+
+# ---------------------------------------------------------------------------- the function
+@dataclasses.dataclass(eq=False)
+class RecursiveFunction:
+    """One recursive user function as a pair of graph functions (forward and backward)."""
+
+    code: types.CodeType
+    name: str
+    bwd_name: str
+    params: list[Param]
+    template: object  # argument structure
+    outputs: OutputSpec
+    captures: list  # external tensors every invocation passes after the parameters
+    internal_captures: list = dataclasses.field(default_factory=list)  # while tracing the body
+    has_asserts: bool = False
+    trainable_inputs: list[int] = dataclasses.field(default_factory=list)  # indices into the flat inputs
+    grad_kinds: list[str] = dataclasses.field(default_factory=list)  # per trainable input: none/dense/sparse
+    grad_dtypes: list[tf.DType] = dataclasses.field(default_factory=list)  # the backward's flat outputs
+    grad_shapes: list = dataclasses.field(default_factory=list)
+    sparse_parts: dict[int, tuple] = dataclasses.field(default_factory=dict)  # input -> (dtypes, shapes)
+    trainable_outputs: list[int] = dataclasses.field(default_factory=list)
+    forward: object = None  # AtomicFunction
+    backward: object = None
+
+    def flat_inputs(self, leaves: list, ctx, loc: str, internal: bool) -> list[tf.Tensor]:
+        """The tensors one invocation passes: parameters, then the captures."""
+        tensors = []
+        for i, (param, value) in enumerate(zip(self.params, leaves)):
+            if param.kind == "static":
+                if value is not param.value:
+                    if isinstance(value, PyObjectRef) or (is_user_object(value) and ctx.path_of(value)):
+                        raise _Restart(i, "pointer")
+                    raise NotConvertible("a recursive call passes a Python value that changes between calls", loc)
+                continue
+            if param.kind == "pointer":
+                if isinstance(value, PyObjectRef):
+                    if value.cls is not param.cls:
+                        raise NotConvertible("a recursive call passes objects of different classes", loc)
+                    if value.optional and not param.optional:
+                        raise _Restart(i, "optional")
+                    tensors.append(value.pointer)
+                elif value is None:
+                    if not param.optional:
+                        raise _Restart(i, "optional")
+                    tensors.append(tf.constant(0, tf.int64))
+                elif type(value) is param.cls and ctx.path_of(value):
+                    tensors.append(ctx.pointer_of(value))
+                else:
+                    raise NotConvertible("a recursive call passes an object janus cannot point to", loc)
+                continue
+            tensor = value.tensor if isinstance(value, PyNumber) else value
+            if isinstance(value, (int, float, bool)) and param.kind == "number" and type(value) is param.number_type:
+                tensor = tf.constant(value, param.dtype)
+            if not (is_symbolic(tensor) or isinstance(tensor, EagerTensor)) or tensor.dtype != param.dtype:
+                raise NotConvertible("a recursive call passes a value of another type", loc)
+            if param.shape is not None and not tf.TensorShape(param.shape).is_compatible_with(tensor.shape):
+                raise _Restart(i, "relax")
+            tensors.append(tensor)
+        return tensors + (self.internal_captures if internal else self.captures)
+
+    def invoke(self, inputs: list[tf.Tensor], ctx) -> tuple[list[tf.Tensor], tf.Operation]:
+        graph = ops.get_default_graph()
+        previous = ctx.last_invoke.get(graph) if not config.parallel_calls else None
+        deps = [previous] if previous is not None else []
+        with tf.control_dependencies(deps):
+            outputs, _frame = _ops().janus_invoke(
+                inputs, Tout=self.outputs.dtypes, output_shapes=_shapes(self.outputs.shapes), f=self.name
+            )
+        op = _frame.op
+        resources = [i for i, t in enumerate(inputs) if t.dtype == tf.resource]
+        op._set_attr(  # noqa: SLF001 - lets ACD treat the variables as read, not written
+            "_read_only_resource_inputs", attr_value_pb2.AttrValue(list=attr_value_pb2.AttrValue.ListValue(i=resources))
+        )
+        ctx.last_invoke[graph] = op
+        if self.forward is not None:
+            _add_to_graphs(self.forward)
+        return list(outputs), op
+
+
+def _shapes(shapes: list) -> list:
+    return [tf.TensorShape(s) for s in shapes]
+
+
+def _add_to_graphs(function: object) -> None:
+    graph = ops.get_default_graph()
+    while graph is not None:
+        if not graph._is_function(function.name):  # noqa: SLF001
+            graph._add_function_recursive(function)  # noqa: SLF001
+        graph = getattr(graph, "outer_graph", None)
+
+
+# ---------------------------------------------------------------------------- the interpreter's entry
+def cycle_codes(profile) -> set:
+    """The code objects the profile saw in a call cycle."""
+    edges: dict = {}
+    for (caller, _line), callees in profile.callees.items():
+        edges.setdefault(caller, set()).update(callees)
+    cyclic = set()
+    for start in edges:
+        stack, seen = list(edges.get(start, ())), set()
+        while stack:
+            node = stack.pop()
+            if node is start:
+                cyclic.add(start)
+                break
+            if node not in seen:
+                seen.add(node)
+                stack.extend(edges.get(node, ()))
+    return cyclic
+
+
+def same_cycle(profile, a: types.CodeType, b: types.CodeType) -> bool:
+    edges: dict = {}
+    for (caller, _line), callees in profile.callees.items():
+        edges.setdefault(caller, set()).update(callees)
+
+    def reaches(x, y) -> bool:
+        stack, seen = [x], set()
+        while stack:
+            node = stack.pop()
+            for nxt in edges.get(node, ()):
+                if nxt is y:
+                    return True
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+        return False
+
+    return reaches(a, b) and reaches(b, a)
+
+
+def call(interp, func: types.FunctionType, arguments: dict[str, object]) -> object:
+    """A call of recursive ``func``: a ``JanusInvoke`` of its graph function."""
+    ctx = interp.ctx
+    code = func.__code__
+    loc = location(code)
+    leaves: list = []
+    template = _flatten(list(arguments.values()), leaves)
+    building = ctx.building[-1] if ctx.building else None
+    if building is not None and building.code is code:
+        rf = building
+        inputs = rf.flat_inputs(leaves, ctx, loc, internal=True)
+    else:
+        if any(b.code is code for b in ctx.building):
+            raise NotConvertible(f"mutual recursion of {func.__qualname__} through another recursive function", loc)
+        rf = _build(interp, func, list(arguments), template, leaves, loc)
+        inputs = rf.flat_inputs(leaves, ctx, loc, internal=False)
+    outputs, op = rf.invoke(inputs, ctx)
+    if rf.has_asserts:
+        ctx.assert_ops.append(op)
+    ctx.code.call(f"janus_invoke[{rf.name}]", tuple(leaves), {}, None)
+    return _pack_outputs(rf.outputs.template, outputs)
+
+
+def _build(interp, func, names, template, leaves, loc) -> RecursiveFunction:
+    ctx = interp.ctx
+    params = [_param_of(v, ctx, loc) for v in leaves]
+    key = (func.__code__, tuple(p.key() for p in params))
+    cached = ctx.recursive_functions.get(key)
+    if cached is not None:
+        return cached
+    for i, (p, value) in enumerate(zip(params, leaves)):
+        if p.kind == "static" and _is_tree_node(value) and ctx.path_of(value):
+            params[i] = _pointer_param(value)  # tree nodes known while generating: pointers too
+    observations = ctx.profile.return_observations.get(func.__code__, [])
+    outputs = _declare(list(observations), loc)
+    for _attempt in range(6):
+        try:
+            rf = _trace_twice(interp, func, names, template, params, outputs, loc)
+        except _Restart as restart:
+            p = params[restart.index]
+            if restart.kind == "pointer":
+                value = p.value
+                if not (is_user_object(value) and ctx.path_of(value)):
+                    raise NotConvertible(
+                        "a recursive call passes different objects janus cannot point to", loc
+                    ) from None
+                params[restart.index] = _pointer_param(value)
+            elif restart.kind == "optional":
+                p.optional = True
+            else:
+                p.shape = None if p.shape is None else tuple(None for _ in p.shape)
+            continue
+        if isinstance(rf, OutputSpec):
+            outputs = rf  # the body's outputs are less specific than profiled: declare those
+            continue
+        ctx.recursive_functions[key] = rf
+        return rf
+    raise NotConvertible(f"could not settle the signature of recursive {func.__qualname__}", loc)
+
+
+def _is_tree_node(value: object) -> bool:
+    """A user object of a self-referential class (its attributes hold objects of its class)."""
+    if isinstance(value, type) or callable(value) or not is_user_object(value) or is_library_class(type(value)):
+        return False
+    return len(_closure([value], type(value))) > 1
+
+
+def _pointer_param(value: object) -> Param:
+    return Param("pointer", cls=type(value), samples=_closure([value], type(value)))
+
+
+# ---------------------------------------------------------------------------- tracing
+def _trace_twice(interp, func, names, template, params, outputs, loc) -> RecursiveFunction | OutputSpec:
+    """Traces the body once to learn its captures, then for real; relaxed outputs when the body disagrees."""
+    uid = next(_names)
+    base = f"janus_rec_{func.__name__}_{uid}"
+    rf = RecursiveFunction(func.__code__, base, f"{base}_grad", params, template, outputs, captures=[])
+    _registry[rf.name] = rf
+    probe = _trace(interp, func, names, rf, loc, probe=True)
+    rf.captures = list(probe.external_captures)
+    graph = _trace(interp, func, names, rf, loc, probe=False)
+    extra = [t for t in graph.external_captures if all(t is not c for c in rf.captures)]
+    if extra:
+        raise NotConvertible("a recursive function captures different tensors on each trace", loc)
+    actual = [tuple(t.shape) if t.shape.rank is not None else None for t in graph.outputs[: len(outputs.dtypes)]]
+    relaxed = [
+        merge_shapes([d, a]) if d is not None and a is not None else None for d, a in zip(outputs.shapes, actual)
+    ]
+    if relaxed != outputs.shapes:
+        return OutputSpec(outputs.template, outputs.dtypes, relaxed)
+    _differentiate(rf, graph, loc)
+    rf.forward = atomic_function.from_func_graph(rf.name, graph, {})
+    return rf
+
+
+def _trace(interp, func, names, rf: RecursiveFunction, loc: str, probe: bool):
+    """The body of ``func`` as a FuncGraph with ``rf.params`` as its parameters."""
+    ctx = interp.ctx
+    assumptions = dict(ctx.assumptions)  # the probe's assertions are thrown away with its graph
+    specs = [
+        tf.TensorSpec([], tf.int64) if p.kind == "pointer" else tf.TensorSpec(p.shape, p.dtype)
+        for p in rf.params
+        if p.kind != "static"
+    ]
+    asserts: list = []
+
+    def body(*placeholders):
+        graph = ops.get_default_graph()
+        rf.internal_captures = [] if probe else [graph.capture(t) for t in rf.captures]
+        feed = iter(placeholders)
+        values = []
+        for p in rf.params:
+            if p.kind == "tensor":
+                values.append(next(feed))
+            elif p.kind == "number":
+                values.append(PyNumber(next(feed), p.number_type))
+            elif p.kind == "pointer":
+                values.append(PyObjectRef(next(feed), p.cls, p.samples, p.optional))
+            else:
+                values.append(p.value)
+        arguments = dict(zip(names, _unflatten(rf.template, iter(values))))
+        from janus.graphgen.interpreter import Interpreter  # the interpreter imports this module
+
+        ctx.building.append(rf)
+        ctx.region_depth += 1
+        ctx.code.muted += 1
+        try:
+            with ctx.nested_graph() as nested_asserts:
+                result = Interpreter(ctx).run(func, arguments, recursive_entry=True)
+                asserts.extend(nested_asserts)
+        finally:
+            ctx.code.muted -= 1
+            ctx.region_depth -= 1
+            ctx.building.pop()
+        flat = _output_tensors(result, rf.outputs, loc)
+        if asserts:  # the outputs carry the assertions, so an invocation fails when one breaks
+            with tf.control_dependencies(asserts):
+                flat = [tf.identity(t) for t in flat]
+        return flat
+
+    graph = func_graph_module.func_graph_from_py_func(
+        rf.name, body, specs, {}, func_graph=func_graph_module.FuncGraph(rf.name), add_control_dependencies=True
+    )
+    if probe:
+        ctx.assumptions.clear()
+        ctx.assumptions.update(assumptions)
+    else:
+        rf.has_asserts = bool(asserts)
+    return graph
+
+
+# ---------------------------------------------------------------------------- gradients
+def _differentiate(rf: RecursiveFunction, graph, loc: str) -> None:
+    """Builds the backward function and makes the forward output what it needs."""
+    n_out = len(rf.outputs.dtypes)
+    rf.trainable_outputs = [i for i, t in enumerate(graph.outputs[:n_out]) if _trainable(t.dtype)]
+    rf.trainable_inputs = [i for i, t in enumerate(graph.inputs) if _trainable(t.dtype)]
+    if not rf.trainable_outputs or not rf.trainable_inputs:
+        return
+    kinds = ["dense"] * len(rf.trainable_inputs)
+    for _attempt in range(2):
+        actual = _build_backward(rf, graph, kinds, loc)
+        if actual == kinds:
+            return
+        kinds = actual
+    raise NotConvertible("the gradient of a recursive function changes form each time it is built", loc)
+
+
+def _trainable(dtype: tf.DType) -> bool:
+    return dtype.is_floating or dtype.is_complex or dtype == tf.resource
+
+
+def _build_backward(rf: RecursiveFunction, graph, kinds: list[str], loc: str) -> list[str]:
+    """One attempt with ``kinds`` declared; returns the kinds the gradient really had."""
+    rf.grad_kinds = kinds
+    _declare_grad_outputs(rf, graph)
+    n_out = len(rf.outputs.dtypes)
+    ys = [graph.outputs[i] for i in rf.trainable_outputs]
+    xs = [graph.inputs[i] for i in rf.trainable_inputs]
+    dy_specs = [tf.TensorSpec(y.shape, y.dtype) for y in ys]
+    actual: list[str] = []
+
+    def backward(*dys):
+        grads = gradients_util._GradientsHelper(ys, xs, grad_ys=list(dys), src_graph=graph)  # noqa: SLF001
+        flat = []
+        for kind, x, g in zip(kinds, xs, grads):
+            actual.append("none" if g is None else "sparse" if isinstance(g, tf.IndexedSlices) else "dense")
+            if kind == "none":
+                continue
+            if kind == "sparse":
+                if not isinstance(g, tf.IndexedSlices):
+                    g = _as_slices(g, x)
+                dense_shape = g.dense_shape if g.dense_shape is not None else _zeros_for(x).shape
+                flat += [g.values, tf.cast(g.indices, tf.int64), tf.cast(dense_shape, tf.int64)]
+            else:
+                if g is None:
+                    g = _zeros_for(x)
+                elif isinstance(g, tf.IndexedSlices):
+                    g = tf.convert_to_tensor(g)
+                flat.append(g)
+        return flat
+
+    with graph.as_default():
+        grad_graph = func_graph_module.func_graph_from_py_func(
+            rf.bwd_name,
+            backward,
+            dy_specs,
+            {},
+            func_graph=func_graph_module.FuncGraph(rf.bwd_name),
+            add_control_dependencies=False,
+        )
+    if actual != kinds and not (len(actual) == len(kinds) and _compatible(kinds, actual)):
+        return actual
+    foreign = [t for t in grad_graph.external_captures if getattr(t, "graph", None) is not graph]
+    if foreign:
+        raise NotConvertible("the gradient of a recursive function needs values from outside it", loc)
+    del graph.outputs[n_out:]
+    graph.outputs.extend(grad_graph.external_captures)
+    rf.backward = atomic_function.from_func_graph(rf.bwd_name, grad_graph, {})
+    return kinds
+
+
+def _compatible(declared: list[str], actual: list[str]) -> bool:
+    """A declaration works when only unused-gradient or sparse-vs-dense differences remain."""
+    return all(d == a or (d == "dense" and a in ("none", "sparse")) for d, a in zip(declared, actual)) and not any(
+        d == "dense" and a == "sparse" for d, a in zip(declared, actual)
+    )
+
+
+def _declare_grad_outputs(rf: RecursiveFunction, graph) -> None:
+    dtypes, shapes = [], []
+    for kind, i in zip(rf.grad_kinds, rf.trainable_inputs):
+        x = graph.inputs[i]
+        if kind == "none":
+            continue
+        if kind == "sparse":
+            value_dtype, value_shape = _variable_dtype_shape(x)
+            dtypes += [value_dtype, tf.int64, tf.int64]
+            shapes += [
+                (None, *value_shape[1:]) if value_shape else None,
+                (None,),
+                (len(value_shape),) if value_shape else (None,),
+            ]
+        else:
+            dtype, shape = _variable_dtype_shape(x) if x.dtype == tf.resource else (x.dtype, tuple(x.shape))
+            dtypes.append(dtype)
+            shapes.append(shape)
+    rf.grad_dtypes, rf.grad_shapes = dtypes, shapes
+
+
+def _variable_dtype_shape(handle: tf.Tensor) -> tuple[tf.DType, tuple | None]:
+    data = handle_data_util.get_resource_handle_data(handle)
+    if data is None or not data.is_set or not data.shape_and_type:
+        raise NotConvertible("a recursive function reads a variable of unknown shape", "")
+    entry = data.shape_and_type[0]
+    shape = None if entry.shape.unknown_rank else tuple(d.size if d.size >= 0 else None for d in entry.shape.dim)
+    return tf.as_dtype(entry.dtype), shape
+
+
+def _zeros_for(x: tf.Tensor) -> tf.Tensor:
+    if x.dtype == tf.resource:
+        dtype, shape = _variable_dtype_shape(x)
+        return tf.zeros(shape, dtype)
+    return tf.zeros_like(x)
+
+
+def _as_slices(g: tf.Tensor | None, x: tf.Tensor) -> tf.IndexedSlices:
+    if g is None:
+        dtype, shape = _variable_dtype_shape(x)
+        return tf.IndexedSlices(
+            tf.zeros((0, *shape[1:]), dtype), tf.zeros((0,), tf.int64), tf.constant(shape, tf.int64)
+        )
+    return tf.IndexedSlices(g, tf.range(tf.shape(g, out_type=tf.int64)[0]), tf.shape(g, out_type=tf.int64))
+
+
+@ops.RegisterGradient("JanusInvoke")
+def _invoke_grad(op: tf.Operation, *grads) -> list:
+    rf = _registry[op.get_attr("f").name]
+    if not rf.trainable_outputs or not rf.trainable_inputs or rf.bwd_name is None:
+        return [None] * len(op.inputs)
+    dys = []
+    for i in rf.trainable_outputs:
+        g = grads[i]
+        if g is None:
+            g = tf.zeros_like(op.outputs[i])
+        elif isinstance(g, tf.IndexedSlices):
+            g = tf.convert_to_tensor(g)
+        dys.append(g)
+    if rf.backward is not None:
+        _add_to_graphs(rf.backward)
+    flat = _ops().janus_invoke_grad(
+        op.outputs[-1], dys, Tout=rf.grad_dtypes, output_shapes=_shapes(rf.grad_shapes), f=rf.bwd_name
+    )
+    flat = iter(flat)
+    result: list = [None] * len(op.inputs)
+    for kind, i in zip(rf.grad_kinds, rf.trainable_inputs):
+        if kind == "dense":
+            result[i] = next(flat)
+        elif kind == "sparse":
+            values, indices, dense_shape = next(flat), next(flat), next(flat)
+            result[i] = tf.IndexedSlices(values, indices, dense_shape)
+    return result
