@@ -391,3 +391,23 @@ def test_heap_writes_under_tensor_control_flow_are_refused_not_logged_once():
     calls = [(vec(1.0), tf.constant(k)) for k in (1, 2, 3, 1, 4)]
     jitted = run_differential(make, calls, min_graph_calls=0)
     assert "heap write inside tensor-dependent control flow" in janus.explain(jitted)
+
+
+def test_relaxed_int_counter_divided_and_moduloed():
+    """`step / n`, `step // n`, `step % n == 0` on a counter relaxed to its type (an int64 input)."""
+
+    def make():
+        counter = Cache()
+        counter.n = 0
+
+        def f(x):
+            scale = 1.0 - counter.n / 1000
+            y = x * scale + (counter.n // 3)
+            if counter.n % 2 == 0:
+                y = y + 1.0
+            counter.n += 1
+            return y
+
+        return f, lambda: counter.n
+
+    run_differential(make, [(tf.constant(1.5),) for _ in range(12)], min_graph_calls=4)

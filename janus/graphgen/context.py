@@ -575,8 +575,9 @@ class GenerationContext:
         self.check(condition, f"{what}@{loc}", what, loc)
 
     def assert_nonzero(self, divisor: tf.Tensor, loc: str) -> None:
-        """Division by a relaxed float: Python raises ZeroDivisionError, so check before."""
-        self.check(lambda: tf.not_equal(divisor, 0.0), f"divisor is not zero@{loc}", "divisor is not zero", loc)
+        """Division by a relaxed number: Python raises ZeroDivisionError, so check before."""
+        zero = lambda: tf.zeros([], divisor.dtype)  # noqa: E731 - int64 divisors need an int64 zero
+        self.check(lambda: tf.not_equal(divisor, zero()), f"divisor is not zero@{loc}", "divisor is not zero", loc)
 
     def assert_constant(self, tensor: tf.Tensor, value: np.ndarray, key: str, what: str, loc: str) -> tf.Tensor:
         """Speculates that ``tensor`` equals ``value``; returns the constant to build on."""
