@@ -236,6 +236,8 @@ class RecursiveFunction:
                 if value is not param.value:
                     if isinstance(value, PyObjectRef) or (is_user_object(value) and ctx.path_of(value)):
                         raise _Restart(i, "pointer")
+                    if type(param.value) in (int, float) and type(value) in (type(param.value), PyNumber):
+                        raise _Restart(i, "number")  # a Python number that changes: a tensor parameter
                     raise NotConvertible("a recursive call passes a Python value that changes between calls", loc)
                 continue
             if param.kind == "pointer":
@@ -382,6 +384,9 @@ def _build(interp, func, names, template, leaves, loc) -> RecursiveFunction:
                         "a recursive call passes different objects janus cannot point to", loc
                     ) from None
                 params[restart.index] = _pointer_param(value)
+            elif restart.kind == "number":
+                kind = type(p.value)
+                params[restart.index] = Param("number", tf.int64 if kind is int else tf.float64, (), number_type=kind)
             elif restart.kind == "optional":
                 p.optional = True
             else:

@@ -1,0 +1,182 @@
+"""[recursion]: recursive functions as recursive graph functions (JanusInvoke), values and gradients."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from differential import run_differential
+
+import janus
+
+
+class Node:
+    def __init__(self, word=None, left=None, right=None):
+        self.word, self.left, self.right = word, left, right
+        self.is_leaf = left is None
+
+
+def random_tree(rng, n):
+    if n == 1:
+        return Node(word=int(rng.integers(0, 20)))
+    k = int(rng.integers(1, n))
+    return Node(left=random_tree(rng, k), right=random_tree(rng, n - k))
+
+
+def linear_tree(rng, depth):
+    node = Node(word=int(rng.integers(0, 20)))
+    for _ in range(depth - 1):
+        node = Node(left=node, right=Node(word=int(rng.integers(0, 20))))
+    return node
+
+
+class TreeRNN:
+    """In float64: gradients summed over many nodes in another order stay within rtol 1e-5."""
+
+    def __init__(self, hidden=6):
+        gen = tf.random.Generator.from_seed(7)
+        self.embedding = tf.Variable(gen.normal([20, hidden], dtype=tf.float64))
+        self.w = tf.Variable(gen.normal([2 * hidden, hidden], dtype=tf.float64) * 0.4)
+        self.b = tf.Variable(tf.zeros([hidden], tf.float64))
+        self.out = tf.Variable(gen.normal([hidden, 1], dtype=tf.float64))
+        self.variables = [self.embedding, self.w, self.b, self.out]
+
+    def encode(self, node):
+        if node.is_leaf:
+            return tf.nn.embedding_lookup(self.embedding, [node.word])
+        left = self.encode(node.left)
+        right = self.encode(node.right)
+        return tf.tanh(tf.matmul(tf.concat([left, right], 1), self.w) + self.b)
+
+
+def tree_program(train: bool):
+    def make():
+        model = TreeRNN()
+
+        def step(trees):
+            with tf.GradientTape() as tape:
+                loss = 0.0
+                for tree in trees:
+                    loss += tf.reduce_sum(tf.matmul(model.encode(tree), model.out))
+            grads = tape.gradient(loss, model.variables)
+            if train:  # plain SGD; see the closing note of #8 on Keras optimizers in the same graph
+                for variable, grad in zip(model.variables, grads):
+                    variable.assign_sub(tf.constant(0.1, tf.float64) * tf.convert_to_tensor(grad))
+            return loss, [tf.convert_to_tensor(g) for g in grads]
+
+        return step, lambda: [v.numpy() for v in model.variables]
+
+    return make
+
+
+def test_random_trees_values_and_gradients_one_graph_for_all_trees():
+    rng = np.random.default_rng(0)
+    calls = [([random_tree(rng, int(rng.integers(1, 16))) for _ in range(3)],) for _ in range(9)]
+    jitted = run_differential(tree_program(train=True), calls, min_graph_calls=5)
+    assert janus.stats(jitted)["graphs_built"] == 1  # new trees never regenerate
+    assert "JanusInvoke" in {op.type for op in _graph_ops(jitted)}
+
+
+def test_degenerate_linear_trees_200_deep():
+    rng = np.random.default_rng(1)
+    calls = [([linear_tree(rng, depth)],) for depth in (3, 7, 5, 200, 200, 120, 200)]
+    jitted = run_differential(tree_program(train=False), calls, min_graph_calls=4)
+    assert janus.stats(jitted)["graphs_built"] == 1
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+def test_parallel_and_chained_subtree_calls_agree(parallel, monkeypatch):
+    monkeypatch.setattr(janus.config, "parallel_calls", parallel)
+    rng = np.random.default_rng(2)
+    calls = [([random_tree(rng, 9), random_tree(rng, 4)],) for _ in range(6)]
+    run_differential(tree_program(train=True), calls, min_graph_calls=3)
+
+
+def test_tree_lstm_tuple_results_and_keras_layers():
+    class TreeLSTM:
+        def __init__(self):
+            tf.keras.utils.set_random_seed(3)
+            self.embedding = tf.Variable(tf.random.uniform([20, 4], -0.5, 0.5))
+            self.gates = tf.keras.layers.Dense(5 * 4)
+            self.gates.build((None, 8))
+
+        def encode(self, node):
+            if node.is_leaf:
+                x = tf.nn.embedding_lookup(self.embedding, [node.word])
+                return tf.tanh(x), x
+            h_l, c_l = self.encode(node.left)
+            h_r, c_r = self.encode(node.right)
+            i, f_l, f_r, o, u = tf.split(self.gates(tf.concat([h_l, h_r], 1)), 5, axis=1)
+            c = tf.sigmoid(i) * tf.tanh(u) + tf.sigmoid(f_l) * c_l + tf.sigmoid(f_r) * c_r
+            return tf.sigmoid(o) * tf.tanh(c), c
+
+    def make():
+        model = TreeLSTM()
+        variables = [model.embedding, *model.gates.trainable_variables]
+
+        def step(tree):
+            with tf.GradientTape() as tape:
+                h, c = model.encode(tree)
+                loss = tf.reduce_sum(h) + tf.reduce_sum(c)
+            return loss, [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
+
+        return step, lambda: None
+
+    rng = np.random.default_rng(3)
+    run_differential(make, [(random_tree(rng, int(rng.integers(2, 12))),) for _ in range(7)], min_graph_calls=3)
+
+
+def even(x, n):
+    if n <= 0:
+        return x
+    return odd(x * 1.5, n - 1)
+
+
+def odd(x, n):
+    return even(tf.sin(x), n - 1) + 1.0
+
+
+def test_mutual_recursion_with_a_tensor_dependent_base_case():
+    def make():
+        def f(x, n):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = even(x, n)
+            return y, tape.gradient(y, x)
+
+        return f, lambda: None
+
+    x = tf.constant([0.3, -0.2])
+    calls = [(x, tf.constant(n)) for n in (3, 5, 4, 0, 9, 1, 12)]
+    jitted = run_differential(make, calls, min_graph_calls=4)
+    assert janus.stats(jitted)["graphs_built"] == 1
+
+
+def test_tensor_base_case_with_a_python_number_argument():
+    def halve(x, steps):
+        if tf.reduce_max(tf.abs(x)) < 1.0:
+            return x, steps
+        return halve(x * 0.5, steps + 1)
+
+    def make():
+        return (lambda x: halve(x, 0)), lambda: None
+
+    calls = [(tf.constant([v, 0.5]),) for v in (3.0, 40.0, 0.1, 1000.0, 7.5, 2.0)]
+    run_differential(make, calls, min_graph_calls=3)
+
+
+def test_a_node_of_another_type_breaks_the_assumption_and_falls_back():
+    rng = np.random.default_rng(4)
+    trees = [[random_tree(rng, 5)] for _ in range(6)]
+    odd_tree = random_tree(rng, 5)
+    leaf = odd_tree
+    while not leaf.is_leaf:
+        leaf = leaf.right
+    leaf.word = 3.0  # a float word: embedding_lookup fails in eager too
+    calls = [(t,) for t in trees[:4]] + [([odd_tree],)] + [(t,) for t in trees[4:]]
+    jitted = run_differential(tree_program(train=True), calls, min_graph_calls=1)
+    assert janus.stats(jitted)["assumption_failures"] == 1
+
+
+def _graph_ops(jitted):
+    entry = janus.driver.resolve(jitted)
+    graph = entry.cache.entries[0].graph.concrete.graph
+    return graph.get_operations()
