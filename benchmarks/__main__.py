@@ -5,20 +5,32 @@ from __future__ import annotations
 import argparse
 
 from rich.console import Console
+from rich.progress import Progress
 from rich.table import Table
 
-from benchmarks import control_flow, core, state, transparent
+from benchmarks import control_flow, core, plots, state, table3, transparent
 from benchmarks.harness import write_json
-from benchmarks.report import model_rows, update_readme
+from benchmarks.report import model_rows, table3_markdown, update_readme
 
 MODELS = (core.lenet_three_ways, control_flow.lstm_three_ways, state.stateful_lstm)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="smoke run: fewer repeats")
+    parser.add_argument("--quick", action="store_true", help="smoke run: small models, fewer repeats (CI)")
     args = parser.parse_args()
     console = Console()
+    rows = []
+    with Progress(console=console) as progress:
+        task = progress.add_task("Table 3 models", total=len(table3.NAMES))
+        for name in table3.NAMES:  # each: agreement four ways (raises if janus disagrees), then throughput
+            progress.update(task, description=f"Table 3: {name}")
+            rows.append(table3.run_model(name, args.quick))
+            progress.advance(task)
+    console.print(table3_markdown(rows))
+    if args.quick:  # the CI smoke run stops here: every model ran three ways and agreed with eager
+        console.print(f"written: {write_json('summary-quick.json', {'models': rows})}")
+        return
     models = []
     for bench in MODELS:
         with console.status(f"running {bench.__name__}"):
@@ -28,8 +40,8 @@ def main() -> None:
         profiler = core.profiler_overhead(args.quick)
     with console.status("running the examples eager / janus.enable() / @janus.jit"):
         examples = transparent.examples(args.quick)
-    payload = {"models": models, "overhead": overhead, "profiler": profiler, "examples": examples}
-    path = write_json("summary-quick.json" if args.quick else "summary.json", payload)
+    payload = {"models": rows, "core": models, "overhead": overhead, "profiler": profiler, "examples": examples}
+    path = write_json("summary.json", payload)
 
     table = Table(title="janus benchmarks (medians, interleaved, one process)")
     for col in ("model", "unit", "eager", "janus", "tf.function", "janus ÷ eager", "janus ÷ tf.function"):
@@ -37,7 +49,7 @@ def main() -> None:
     for row in model_rows(payload):
         table.add_row(*row)
     console.print(table)
-    lstm = next(m for m in models if m["name"] == "lstm")
+    lstm = next(m for m in models if m["name"] == "lstm")  # the [control-flow] LSTM bench
     console.print(
         f"LSTM +UNRL: unrolled janus is {lstm['unrl_effect']:.2f}× janus with tf.while_loop. "
         f"Per call, 3-op function: janus {overhead['janus_us']:.1f} µs, "
@@ -45,9 +57,10 @@ def main() -> None:
         f"Profiled LeNet step: {profiler['profiled_over_eager']:.2f}× eager."
     )
     console.print(f"written: {path}")
-    if not args.quick:
-        update_readme(path)
-        console.print("README.md benchmark block updated from these results")
+    update_readme(path)
+    console.print("README.md benchmark block updated from these results")
+    plots.main(path.parent)
+    console.print(f"plots written to {path.parent}")
 
 
 if __name__ == "__main__":

@@ -83,3 +83,42 @@ def feeder(step, data):
         return step(x, y)
 
     return run
+
+
+# ---- The Table-3 contract (benchmarks/models/workload.py) ----
+
+NAME = "lenet"
+UNIT = "images/s"
+SCALING = (
+    "Paper: LeNet on MNIST, batch 50. Here: the same LeNet and batch 50 on MNIST-shaped synthetic data "
+    "(4 cycled batches; 2 in quick mode), so no download is needed."
+)
+DYNAMIC = "none (a static CNN: the baseline case where janus should match tf.function)"
+
+
+class Program:
+    """Model, optimizer and data of one run."""
+
+    def __init__(self, quick: bool, seed: int) -> None:
+        self.model, self.opt = build_model(seed)
+        self.data = batches(2 if quick else 4, seed=seed)
+
+
+def items_per_step(quick: bool) -> float:
+    return float(BATCH)
+
+
+def build(quick: bool, seed: int = 0) -> Program:
+    return Program(quick, seed)
+
+
+def imperative(program: Program, wrap):
+    return feeder(wrap(imperative_step(program.model, program.opt)), program.data)
+
+
+def symbolic(program: Program):
+    return feeder(symbolic_step(program.model, program.opt), program.data)
+
+
+def weights(program: Program) -> list:
+    return [*program.model.trainable_variables, *program.opt.variables]

@@ -1,0 +1,159 @@
+"""The paper's Table 3: every model in ``benchmarks/models/`` run four ways in one process.
+
+For each model (see ``benchmarks/models/workload.py`` for the module contract):
+
+1. **Agreement.** Fresh programs from one seed run ``AGREE_STEPS`` steps eagerly, under
+   ``janus.jit``, under naive ``tf.function`` and as the symbolic baseline. janus must agree
+   with eager on every step's result and on every weight afterwards (an ``AssertionError``
+   otherwise) and must have served calls from graphs. The naive ``tf.function`` run is
+   recorded as ``ok``, ``wrong: <evidence>`` or ``fails: <error>``.
+2. **Throughput.** The eager, janus and symbolic programs keep training, interleaved, after
+   warm-up; medians of repeats. janus's profiling and graph-build time are reported separately
+   (they are excluded from throughput).
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+import janus
+from benchmarks.harness import measure
+
+NAMES = ("lenet", "resnet50", "inception_v3", "lstm", "lm", "treernn", "treelstm", "a3c", "ppo", "an", "pix2pix")
+RTOL, ATOL = 1e-4, 1e-5  # multi-step training: graph reassociation differences compound a little
+
+
+def module(name: str):
+    return importlib.import_module(f"benchmarks.models.{name}")
+
+
+def _numpy(value: Any) -> list[np.ndarray]:
+    out = []
+    for leaf in tf.nest.flatten(value):
+        if isinstance(leaf, tf.Variable):
+            leaf = leaf.read_value()
+        out.append(np.asarray(leaf.numpy() if hasattr(leaf, "numpy") else leaf))
+    return out
+
+
+def _difference(expected: list[np.ndarray], actual: list[np.ndarray], rtol: float = RTOL) -> str | None:
+    """None when equal (floats within rtol/ATOL, everything else exactly), else the evidence."""
+    if len(expected) != len(actual):
+        return f"{len(actual)} values instead of {len(expected)}"
+    for i, (e, a) in enumerate(zip(expected, actual)):
+        if e.shape != a.shape:
+            return f"value {i} has shape {a.shape} instead of {e.shape}"
+        if np.issubdtype(e.dtype, np.floating):
+            if not np.allclose(a, e, rtol=rtol, atol=ATOL, equal_nan=True):
+                worst = float(np.max(np.abs(a.astype(np.float64) - e)))
+                return f"value {i} differs by up to {worst:.3g} (eager {e.ravel()[:3]}, got {a.ravel()[:3]})"
+        elif not np.array_equal(a, e):
+            return f"value {i} differs (eager {e.ravel()[:3]}, got {a.ravel()[:3]})"
+    return None
+
+
+def _trajectory(step: Callable[[], Any], program: Any, mod, steps: int) -> tuple[list[list[np.ndarray]], list]:
+    outputs = [_numpy(step()) for _ in range(steps)]
+    return outputs, _numpy(mod.weights(program))
+
+
+def _compare(reference, candidate, rtol: float = RTOL) -> str | None:
+    (ref_out, ref_w), (out, w) = reference, candidate
+    for k, (e, a) in enumerate(zip(ref_out, out)):
+        diff = _difference(e, a, rtol)
+        if diff:
+            return f"step {k + 1}: {diff}"
+    diff = _difference(ref_w, w, rtol)
+    return f"weights after {len(ref_out)} steps: {diff}" if diff else None
+
+
+class _Recorder:
+    """A ``wrap`` that applies ``janus.jit`` and remembers the jitted functions."""
+
+    def __init__(self) -> None:
+        self.jitted: list = []
+
+    def __call__(self, fn: Callable) -> Callable:
+        self.jitted.append(janus.jit(fn))
+        return self.jitted[-1]
+
+    def total(self, key: str) -> float:
+        return sum(janus.stats(f)[key] for f in self.jitted)
+
+
+def agreement(name: str, quick: bool, steps: int | None = None) -> dict:
+    """Runs ``steps`` steps four ways; raises AssertionError where janus disagrees with eager."""
+    mod = module(name)
+    rtol = getattr(mod, "AGREEMENT_RTOL", RTOL)  # deep BatchNorm nets amplify graph rounding (see module)
+    steps = steps or janus.config.profile_calls + 3
+    eager_prog = mod.build(quick, 0)
+    eager_step = mod.imperative(eager_prog, lambda f: f)
+    reference = _trajectory(eager_step, eager_prog, mod, steps)
+
+    janus_prog = mod.build(quick, 0)
+    recorder = _Recorder()
+    janus_step = mod.imperative(janus_prog, recorder)
+    started = time.perf_counter()
+    janus_outputs = [_numpy(janus_step()) for _ in range(steps)]
+    first_steps_seconds = time.perf_counter() - started
+    diff = _compare(reference, (janus_outputs, _numpy(mod.weights(janus_prog))), rtol)
+    explained = "\n".join(janus.explain(f) for f in recorder.jitted)
+    assert diff is None, f"{name}: janus disagrees with eager, {diff}\n{explained}"
+    assert recorder.total("graph_calls") > 0, f"{name}: no call was served by a graph\n{explained}"
+
+    naive_prog = mod.build(quick, 0)
+    try:
+        naive_step = mod.imperative(naive_prog, tf.function)
+        naive = _compare(reference, _trajectory(naive_step, naive_prog, mod, steps), rtol)
+        naive_verdict = "ok" if naive is None else f"wrong: {naive}"
+    except Exception as exc:  # noqa: BLE001 - the verdict records any failure
+        naive_verdict = f"fails: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
+
+    symbolic_prog = mod.build(quick, 0)
+    symbolic_step = mod.symbolic(symbolic_prog)
+    symbolic_diff = _compare(reference, _trajectory(symbolic_step, symbolic_prog, mod, steps), rtol)
+    return {
+        "programs": {"imperative": (eager_prog, eager_step), "janus": (janus_prog, janus_step)}
+        | {"symbolic": (symbolic_prog, symbolic_step)},
+        "recorder": recorder,
+        "naive_tf_function": naive_verdict,
+        "symbolic_agrees": symbolic_diff or "ok",
+        "janus_first_steps_seconds": first_steps_seconds,
+    }
+
+
+def run_model(name: str, quick: bool) -> dict:
+    """Agreement, then interleaved throughput of eager / janus / symbolic."""
+    mod = module(name)
+    checked = agreement(name, quick)
+    recorder = checked["recorder"]
+    variants = {variant: step for variant, (_, step) in checked["programs"].items()}
+    m = measure(
+        name, variants, unit=mod.UNIT, items_per_step=mod.items_per_step(quick),
+        warmup=1 if quick else 3, repeats=2 if quick else 7, steps=1 if quick else 3,
+    )  # fmt: skip
+    return {
+        "name": name,
+        "unit": mod.UNIT,
+        "imperative": m.throughput("imperative"),
+        "janus": m.throughput("janus"),
+        "symbolic": m.throughput("symbolic"),
+        "naive_tf_function": checked["naive_tf_function"],
+        "symbolic_agrees": checked["symbolic_agrees"],
+        "janus_over_imperative": m.ratio("janus", "imperative"),
+        "janus_over_symbolic": m.ratio("janus", "symbolic"),
+        "ms_per_step": {k: v * 1e3 for k, v in m.per_step.items()},
+        "janus_build_seconds": recorder.total("build_seconds"),
+        "janus_first_steps_seconds": checked["janus_first_steps_seconds"],
+        "janus_graph_calls": recorder.total("graph_calls"),
+        "janus_calls": recorder.total("calls"),
+        "agreement_rtol": getattr(mod, "AGREEMENT_RTOL", RTOL),
+        "scaling": mod.SCALING,
+        "dynamic": mod.DYNAMIC,
+    }
