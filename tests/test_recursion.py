@@ -1,5 +1,9 @@
 """[recursion]: recursive functions as recursive graph functions (JanusInvoke), values and gradients."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -180,3 +184,48 @@ def _graph_ops(jitted):
     entry = janus.driver.resolve(jitted)
     graph = entry.cache.entries[0].graph.concrete.graph
     return graph.get_operations()
+
+
+_SINGLE_THREADED_KERAS_STEP = """
+import sys
+import numpy as np, tensorflow as tf
+tf.config.threading.set_inter_op_parallelism_threads(1)
+tf.config.threading.set_intra_op_parallelism_threads(1)
+sys.path.insert(0, "tests")
+import janus
+from differential import run_differential
+from test_recursion import keras_optimizer_program, random_tree
+for seed in range(3):
+    rng = np.random.default_rng(seed)
+    calls = [([random_tree(rng, int(rng.integers(1, 16))) for _ in range(3)],) for _ in range(6)]
+    run_differential(keras_optimizer_program, calls, min_graph_calls=3)
+print("agreed")
+"""
+
+
+def keras_optimizer_program():
+    model = TreeRNN()
+    opt = tf.keras.optimizers.SGD(0.1)
+
+    def step(trees):
+        with tf.GradientTape() as tape:
+            losses = []
+            for tree in trees:
+                losses.append(tf.reduce_sum(tf.matmul(model.encode(tree), model.out)))
+            loss = losses[0] + losses[1] + losses[2]
+        opt.apply_gradients(zip(tape.gradient(loss, model.variables), model.variables))
+        return losses
+
+    return step, lambda: [v.numpy() for v in model.variables]
+
+
+def test_keras_optimizer_step_in_the_same_graph_as_the_recursion():
+    """The forward pass reads the weights before the optimizer's updates (see runner._call_options).
+
+    Single-threaded execution made the wrong order deterministic, so this runs in a subprocess.
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", _SINGLE_THREADED_KERAS_STEP],
+        capture_output=True, text=True, timeout=600, cwd=Path(__file__).parent.parent,
+    )  # fmt: skip
+    assert done.returncode == 0 and "agreed" in done.stdout, done.stderr[-3000:]

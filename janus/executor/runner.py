@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 from tensorflow.python import pywrap_tfe
+from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
 from tensorflow.python.eager import context, record
+from tensorflow.python.eager.context import FunctionCallOptions
 
 from janus.graphgen.generate import GeneratedGraph
 from janus.ops import failed_assumption_id
@@ -26,14 +28,15 @@ class AssumptionFailed(Exception):
 
 class GraphRunner:
     __slots__ = (
-        "graph", "_name", "_attrs", "_num_inputs", "_num_outputs", "_pack", "_concrete", "_commit", "_values", "_stores"
+        "graph", "_name", "_attrs", "_call_options", "_num_inputs", "_num_outputs", "_pack", "_concrete", "_commit", "_values", "_stores"
     )  # fmt: skip
 
     def __init__(self, graph: GeneratedGraph) -> None:
         self.graph = graph
         self._name = graph.function_name
         ctx = context.context()
-        attrs = ctx.function_call_options.as_attrs()
+        self._call_options = _call_options(ctx.function_call_options, graph.recursive)
+        attrs = self._call_options.as_attrs()
         self._attrs = tuple(item for pair in attrs.items() for item in pair)
         self._num_inputs = graph.num_inputs
         self._num_outputs = graph.num_outputs
@@ -47,7 +50,12 @@ class GraphRunner:
         """Runs the graph on ``flat`` inputs; commits its heap writes; returns the packed result."""
         try:
             if record.could_possibly_record():
-                outputs = self._concrete._call_flat(flat[: self._num_inputs], flat[self._num_inputs :])
+                ctx = context.context()
+                previous, ctx.function_call_options = ctx.function_call_options, self._call_options
+                try:
+                    outputs = self._concrete._call_flat(flat[: self._num_inputs], flat[self._num_inputs :])
+                finally:
+                    ctx.function_call_options = previous
             else:
                 ctx = context.context()
                 outputs = pywrap_tfe.TFE_Py_Execute(ctx._handle, None, self._name, flat, self._attrs, self._num_outputs)
@@ -63,3 +71,20 @@ class GraphRunner:
         if self._commit is not None:  # then the heap writes of the fast path, in program order
             self._commit(self._values(outputs), *args)
         return self._pack(outputs)
+
+
+def _call_options(options: FunctionCallOptions, recursive: bool) -> FunctionCallOptions:
+    """The context's call options; for graphs with recursive calls, without Grappler's dependency optimizer.
+
+    With it, a variable read whose consumer waits on an asynchronous JanusInvoke was seen to run
+    after that variable's update in the same graph (the read->update control edge removed as
+    implied by a path through an IdentityN that a later rewrite bypasses), so the forward pass
+    used updated weights (tests/test_recursion.py, a Keras optimizer step).
+    """
+    if not recursive:
+        return options
+    config = config_pb2.ConfigProto()
+    if options.config_proto_serialized:
+        config.ParseFromString(options.config_proto_serialized)
+    config.graph_options.rewrite_options.dependency_optimization = rewriter_config_pb2.RewriterConfig.OFF
+    return FunctionCallOptions(executor_type=options.executor_type, config_proto=config)

@@ -47,6 +47,7 @@ class GeneratedGraph:
     specs: list[ArgSpec]
     code: str
     state_writes: int
+    recursive: bool  # calls recursive graph functions (JanusInvoke)
     build_seconds: float
     notes: list[str]
 
@@ -112,6 +113,7 @@ def generate(
         specs=list(specs),
         code=ctx.code.render(),
         state_writes=writes,
+        recursive=bool(ctx.recursive_functions),
         build_seconds=time.perf_counter() - started,
         notes=list(ctx.notes),
     )
