@@ -9,8 +9,8 @@ argument canonicalisation. When a tape could record, the ConcreteFunction's own
 from __future__ import annotations
 
 import tensorflow as tf
-from tensorflow.python import pywrap_tfe
 from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
+from tensorflow.python import pywrap_tfe
 from tensorflow.python.eager import context, record
 from tensorflow.python.eager.context import FunctionCallOptions
 
