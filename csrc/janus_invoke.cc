@@ -30,6 +30,7 @@
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/variant.h"
 #include "tensorflow/core/framework/variant_encode_decode.h"
+#include "tensorflow/core/framework/variant_op_registry.h"
 #include "tensorflow/core/framework/variant_tensor_data.h"
 #include "tensorflow/core/platform/mutex.h"
 
@@ -65,6 +66,19 @@ struct JanusFrame {
 };
 
 namespace {
+
+// TF's gradient machinery treats variant outputs as differentiable: it may build zeros or sums of
+// "gradients" of a frame. Those are never used (a frame's gradient is ignored), but must exist.
+tensorflow::Status FrameZerosLike(OpKernelContext*, const JanusFrame&, JanusFrame* out) {
+  *out = JanusFrame();
+  return tensorflow::OkStatus();
+}
+
+tensorflow::Status FrameAdd(OpKernelContext*, const JanusFrame&, const JanusFrame&, JanusFrame* out) {
+  *out = JanusFrame();
+  return tensorflow::OkStatus();
+}
+
 
 tensorflow::Status SetOutputShapes(tensorflow::shape_inference::InferenceContext* c, int first) {
   std::vector<PartialTensorShape> shapes;
@@ -223,3 +237,9 @@ REGISTER_KERNEL_BUILDER(Name("JanusInvoke").Device(DEVICE_CPU), JanusInvokeOp);
 REGISTER_KERNEL_BUILDER(Name("JanusInvokeGrad").Device(DEVICE_CPU), JanusInvokeGradOp);
 
 }  // namespace janus
+
+namespace tensorflow {  // the registration macros expect to expand inside namespace tensorflow
+REGISTER_UNARY_VARIANT_UNARY_OP_FUNCTION(ZEROS_LIKE_VARIANT_UNARY_OP, DEVICE_CPU, janus::JanusFrame,
+                                         janus::FrameZerosLike);
+REGISTER_UNARY_VARIANT_BINARY_OP_FUNCTION(ADD_VARIANT_BINARY_OP, DEVICE_CPU, janus::JanusFrame, janus::FrameAdd);
+}  // namespace tensorflow

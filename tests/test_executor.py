@@ -434,3 +434,21 @@ def test_user_methods_reached_through_builtins_or_descriptors_never_run_while_ge
             assert_same(fn(tf.constant(1.0)), jitted(tf.constant(1.0)))
         assert calls == per_call * 10, (fn.__name__, calls)  # 5 eager + 5 janus calls, none while generating
         assert "runs imperatively" in janus.explain(jitted)
+
+
+def test_returning_indexed_slices_gradients():
+    """An embedding table's gradient is an IndexedSlices in eager; janus returns one too."""
+    table = tf.Variable(tf.reshape(tf.range(12, dtype=tf.float32), [6, 2]))
+
+    def grad(ids):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.nn.embedding_lookup(table, ids) ** 2)
+        return tape.gradient(loss, table)
+
+    jitted = janus.jit(grad)
+    for k in range(6):
+        ids = tf.constant([k % 6, (k + 2) % 6])
+        expected, actual = grad(ids), jitted(ids)
+        assert isinstance(actual, tf.IndexedSlices)
+        np.testing.assert_allclose(tf.convert_to_tensor(actual), tf.convert_to_tensor(expected))
+    assert janus.stats(jitted)["graph_calls"] >= 2

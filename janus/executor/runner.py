@@ -28,7 +28,8 @@ class AssumptionFailed(Exception):
 
 class GraphRunner:
     __slots__ = (
-        "graph", "_name", "_attrs", "_call_options", "_num_inputs", "_num_outputs", "_pack", "_concrete", "_commit", "_values", "_stores"
+        "graph", "_name", "_attrs", "_call_options", "_num_inputs", "_num_outputs", "_pack", "_concrete", "_commit",
+        "_values", "_stores",
     )  # fmt: skip
 
     def __init__(self, graph: GeneratedGraph) -> None:

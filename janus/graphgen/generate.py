@@ -185,13 +185,16 @@ def _flatten_result(value: object, outputs: list, loc: str) -> tuple:
     if is_symbolic(value) or isinstance(value, EagerTensor):
         outputs.append(value if is_symbolic(value) else tf.identity(value))
         return ("out", len(outputs) - 1)
+    if isinstance(value, tf.IndexedSlices):  # e.g. the gradient of an embedding table, as eager returns it
+        parts = [value.values, value.indices] + ([] if value.dense_shape is None else [value.dense_shape])
+        return ("indexed_slices", [_flatten_result(p, outputs, loc) for p in parts])
     if type(value) in (list, tuple):
         return (type(value).__name__, [_flatten_result(v, outputs, loc) for v in value])
     if type(value) is dict:
         return ("dict", [(k, _flatten_result(v, outputs, loc)) for k, v in value.items()])
     if isinstance(value, (set, types.GeneratorType)) or type(value).__name__ in ("zip", "map", "filter", "enumerate"):
         raise NotConvertible(f"returns a {type(value).__name__}, which would be shared across calls", loc)
-    if isinstance(value, tf.Tensor):
+    if isinstance(value, (tf.Tensor, tf.__internal__.CompositeTensor)):
         raise NotConvertible(f"returns an unsupported tensor type {type(value).__name__}", loc)
     if isinstance(value, TensorList):
         raise NotConvertible("returns a list whose length is only known at run time", loc)
@@ -224,5 +227,7 @@ def _pack(template: tuple, outs: list) -> object:
         return to_python(outs[body[0]], body[1])
     if kind == "dict":
         return {k: _pack(t, outs) for k, t in body}
+    if kind == "indexed_slices":
+        return tf.IndexedSlices(*(_pack(t, outs) for t in body))
     items = [_pack(t, outs) for t in body]
     return items if kind == "list" else tuple(items)
