@@ -217,7 +217,6 @@ class RecursiveFunction:
     template: object  # argument structure
     outputs: OutputSpec
     captures: list  # external tensors every invocation passes after the parameters
-    internal_captures: list = dataclasses.field(default_factory=list)  # while tracing the body
     has_asserts: bool = False
     trainable_inputs: list[int] = dataclasses.field(default_factory=list)  # indices into the flat inputs
     grad_kinds: list[str] = dataclasses.field(default_factory=list)  # per trainable input: none/dense/sparse
@@ -228,7 +227,7 @@ class RecursiveFunction:
     forward: object = None  # AtomicFunction
     backward: object = None
 
-    def flat_inputs(self, leaves: list, ctx, loc: str, internal: bool) -> list[tf.Tensor]:
+    def flat_inputs(self, leaves: list, ctx, loc: str) -> list[tf.Tensor]:
         """The tensors one invocation passes: parameters, then the captures."""
         tensors = []
         for i, (param, value) in enumerate(zip(self.params, leaves)):
@@ -264,7 +263,10 @@ class RecursiveFunction:
             if param.shape is not None and not tf.TensorShape(param.shape).is_compatible_with(tensor.shape):
                 raise _Restart(i, "relax")
             tensors.append(tensor)
-        return tensors + (self.internal_captures if internal else self.captures)
+        # The external tensors even inside the body: a tf.cond branch there then captures the same
+        # tensor as its sibling branch does, so cond_v2 makes one input of it (two inputs would each
+        # get zero gradients from the other branch: full-size zero slices of an embedding table).
+        return tensors + self.captures
 
     def invoke(self, inputs: list[tf.Tensor], ctx) -> tuple[list[tf.Tensor], tf.Operation]:
         graph = ops.get_default_graph()
@@ -347,12 +349,12 @@ def call(interp, func: types.FunctionType, arguments: dict[str, object]) -> obje
     building = ctx.building[-1] if ctx.building else None
     if building is not None and building.code is code:
         rf = building
-        inputs = rf.flat_inputs(leaves, ctx, loc, internal=True)
+        inputs = rf.flat_inputs(leaves, ctx, loc)
     else:
         if any(b.code is code for b in ctx.building):
             raise NotConvertible(f"mutual recursion of {func.__qualname__} through another recursive function", loc)
         rf = _build(interp, func, list(arguments), template, leaves, loc)
-        inputs = rf.flat_inputs(leaves, ctx, loc, internal=False)
+        inputs = rf.flat_inputs(leaves, ctx, loc)
     outputs, op = rf.invoke(inputs, ctx)
     if rf.has_asserts:
         ctx.assert_ops.append(op)
@@ -448,7 +450,9 @@ def _trace(interp, func, names, rf: RecursiveFunction, loc: str, probe: bool):
 
     def body(*placeholders):
         graph = ops.get_default_graph()
-        rf.internal_captures = [] if probe else [graph.capture(t) for t in rf.captures]
+        if not probe:  # fixes the order of the captured inputs: the recursive calls pass them in this order
+            for t in rf.captures:
+                graph.capture(t)
         feed = iter(placeholders)
         values = []
         for p in rf.params:
@@ -499,10 +503,7 @@ def _differentiate(rf: RecursiveFunction, graph, loc: str) -> None:
     rf.trainable_inputs = [i for i, t in enumerate(graph.inputs) if _trainable(t.dtype)]
     if not rf.trainable_outputs or not rf.trainable_inputs:
         return
-    # Dense first: gradients that come out sparse (an embedding read outside any tf.cond) are then
-    # declared sparse. Through the tf.cond of a base case cond_v2 densifies them anyway; declaring
-    # them sparse there makes cond_v2 pad the other branch with full-size zero slices, which measured
-    # twice as slow as dense on TreeRNN.
+    # Dense first; gradients that come out sparse (embedding tables) are then declared sparse.
     kinds = ["dense"] * len(rf.trainable_inputs)
     for _attempt in range(3):
         actual = _build_backward(rf, graph, kinds, loc)
