@@ -50,7 +50,11 @@ def _difference(expected: list[np.ndarray], actual: list[np.ndarray], rtol: floa
         if e.shape != a.shape:
             return f"value {i} has shape {a.shape} instead of {e.shape}"
         if np.issubdtype(e.dtype, np.floating):
-            if not np.allclose(a, e, rtol=rtol, atol=ATOL, equal_nan=True):
+            if rtol != RTOL:  # a model's own tolerance is on the relative error of the whole value
+                error = float(np.linalg.norm(a.astype(np.float64) - e) / max(np.linalg.norm(e), ATOL))
+                if error > rtol:
+                    return f"value {i} has relative error {error:.3g} (tolerance {rtol})"
+            elif not np.allclose(a, e, rtol=rtol, atol=ATOL, equal_nan=True):
                 worst = float(np.max(np.abs(a.astype(np.float64) - e)))
                 return f"value {i} differs by up to {worst:.3g} (eager {e.ravel()[:3]}, got {a.ravel()[:3]})"
         elif not np.array_equal(a, e):

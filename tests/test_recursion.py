@@ -94,6 +94,7 @@ def test_parallel_and_chained_subtree_calls_agree(parallel, monkeypatch):
     run_differential(tree_program(train=True), calls, min_graph_calls=3)
 
 
+@pytest.mark.keras
 def test_tree_lstm_tuple_results_and_keras_layers():
     class TreeLSTM:
         def __init__(self):
@@ -219,6 +220,7 @@ def keras_optimizer_program():
     return step, lambda: [v.numpy() for v in model.variables]
 
 
+@pytest.mark.keras
 def test_keras_optimizer_step_in_the_same_graph_as_the_recursion():
     """The forward pass reads the weights before the optimizer's updates (see runner._call_options).
 

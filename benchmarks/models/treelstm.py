@@ -67,7 +67,7 @@ class Program:
         batch, hidden = sizes(quick)
         keras.utils.set_random_seed(seed)
         self.model = TreeLSTM(hidden)
-        self.learning_rate = tf.constant(0.05)
+        self.optimizer = keras.optimizers.SGD(0.05)
         self.batches = tree_data.sst_batches(4, batch, VOCAB, seed)
         self.hidden = hidden
 
@@ -81,7 +81,7 @@ def weights(program: Program) -> list:
 
 
 def imperative(program: Program, wrap) -> callable:
-    model, lr = program.model, program.learning_rate
+    model, opt = program.model, program.optimizer
 
     def train_step(batch):
         with tf.GradientTape() as tape:
@@ -92,8 +92,7 @@ def imperative(program: Program, wrap) -> callable:
                 loss += tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits([tree.label], logits))
             loss = loss / len(batch)
         grads = tape.gradient(loss, model.variables)
-        for variable, grad in zip(model.variables, grads):  # plain SGD (see README: Keras optimizers)
-            variable.assign_sub(lr * tf.convert_to_tensor(grad))
+        opt.apply_gradients(zip(grads, model.variables))
         return loss
 
     step = wrap(train_step)
@@ -102,7 +101,7 @@ def imperative(program: Program, wrap) -> callable:
 
 
 def symbolic(program: Program) -> callable:
-    model, lr, hidden = program.model, program.learning_rate, program.hidden
+    model, opt, hidden = program.model, program.optimizer, program.hidden
     spec = tf.TensorSpec([None], tf.int32)
 
     @tf.function(input_signature=[spec, spec, spec, tf.TensorSpec([None], tf.bool), spec, spec], autograph=False)
@@ -135,8 +134,7 @@ def symbolic(program: Program) -> callable:
             losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
             loss = tf.reduce_sum(losses) / tf.cast(tf.shape(roots)[0], tf.float32)
         grads = tape.gradient(loss, model.variables)
-        for variable, grad in zip(model.variables, grads):  # plain SGD (see README: Keras optimizers)
-            variable.assign_sub(lr * tf.convert_to_tensor(grad))
+        opt.apply_gradients(zip(grads, model.variables))
         return loss
 
     cycle = itertools.cycle(program.batches)
