@@ -19,7 +19,8 @@ keras = tf.keras
 # Agreement tolerance: TensorFlow's graph optimizer (Grappler's arithmetic pass) reassociates the
 # backward pass, and this net at initialisation amplifies that rounding to ~1-3% in gradients
 # (plain tf.function differs from eager by the same amount; see the README's benchmark notes).
-AGREEMENT_RTOL = 1e-2
+AGREEMENT_RTOL = 1e-3
+AGREEMENT_STEPS = 4  # three profiled (eager) steps, then the first graph step
 NAME = "resnet50"
 UNIT = "images/s"
 CLASSES = 1000
