@@ -231,3 +231,50 @@ def test_keras_optimizer_step_in_the_same_graph_as_the_recursion():
         capture_output=True, text=True, timeout=600, cwd=Path(__file__).parent.parent,
     )  # fmt: skip
     assert done.returncode == 0 and "agreed" in done.stdout, done.stderr[-3000:]
+
+
+class NaryNode:
+    def __init__(self, word=None, children=()):
+        self.word, self.children = word, list(children)
+
+
+def random_nary_tree(rng, n):
+    if n == 1:
+        return NaryNode(word=int(rng.integers(0, 20)))
+    k = int(rng.integers(2, 4))
+    sizes = np.maximum(1, rng.multinomial(n - 1, [1 / k] * k))
+    return NaryNode(children=[random_nary_tree(rng, int(s)) for s in sizes])
+
+
+def test_lists_of_children_values_and_gradients():
+    """`for child in node.children` over a list held by a run-time node: a tf.while_loop of invocations."""
+
+    class ChildSum:
+        def __init__(self):
+            gen = tf.random.Generator.from_seed(3)
+            self.embedding = tf.Variable(gen.normal([20, 4], dtype=tf.float64))
+            self.w = tf.Variable(gen.normal([4, 4], dtype=tf.float64) * 0.5)
+
+        def encode(self, node):
+            if len(node.children) == 0:
+                return tf.nn.embedding_lookup(self.embedding, [node.word])
+            h = tf.zeros([1, 4], tf.float64)
+            for child in node.children:
+                h = h + self.encode(child)
+            return tf.tanh(tf.matmul(h, self.w))
+
+    def make():
+        model = ChildSum()
+
+        def step(tree):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(model.encode(tree))
+            grads = tape.gradient(loss, [model.embedding, model.w])
+            return loss, [tf.convert_to_tensor(g) for g in grads]
+
+        return step, lambda: None
+
+    rng = np.random.default_rng(6)
+    calls = [(random_nary_tree(rng, int(rng.integers(2, 14))),) for _ in range(8)]
+    jitted = run_differential(make, calls, min_graph_calls=4)
+    assert janus.stats(jitted)["graphs_built"] == 1

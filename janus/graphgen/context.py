@@ -233,6 +233,11 @@ class GenerationContext:
         for kind, dtype in ((float, tf.float64), (int, tf.int64), (bool, tf.bool)):
             if present and all(type(v) is kind for v in present):
                 return pyheap.Expectation(kind.__name__, assumption.id), dtype, ()
+        if present and all(type(v) is list for v in present):  # lists of child nodes: a pointer to the list
+            items = [x for v in present for x in v]
+            if len({type(x) for x in items}) <= 1 and (not items or is_user_object(items[0])):
+                optional = len(present) < len(values)
+                return pyheap.Expectation("object", assumption.id, cls=list, optional=optional), tf.int64, ()
         if present and len({type(v) for v in present}) == 1 and is_user_object(present[0]):
             optional = len(present) < len(values)
             return pyheap.Expectation("object", assumption.id, cls=type(present[0]), optional=optional), tf.int64, ()
@@ -245,16 +250,29 @@ class GenerationContext:
             return PyNumber(value, {"float": float, "int": int, "bool": bool}[spec.kind])
         return value
 
-    def heap_get_item(self, heap_list: HeapList, index: PyNumber, loc: str) -> object:
-        """``lst[i]`` of a list on the heap at an index known only at run time."""
-        samples = list(heap_list.real)
-        spec, dtype, shape = self._expectation(samples, f"{heap_list.what}[i]", loc)
+    def heap_get_item(self, heap_list: HeapList | PyObjectRef, index: PyNumber, loc: str) -> object:
+        """``lst[i]`` of a list on the heap (or known only at run time) at an index known only at run time."""
+        if isinstance(heap_list, PyObjectRef):  # a list held by a run-time object (a node's children)
+            samples = [x for lst in heap_list.samples for x in lst]
+            what, pointer = "list", heap_list.pointer
+        else:
+            samples, what, pointer = list(heap_list.real), heap_list.what, self._pointer_input(heap_list.path)
+        spec, dtype, shape = self._expectation(samples, f"{what}[i]", loc)
         expect = pyheap.expect(spec)
-        pointer = self._pointer_input(heap_list.path)
         (value,) = self._heap_op(
             lambda token, store: heap_ops.get_item(token, store, pointer, index.tensor, expect, dtype, shape)
         )
         return self._from_heap(value, spec, samples)
+
+    def heap_len(self, ref: PyObjectRef, loc: str) -> PyNumber:
+        """``len(lst)`` of a list known only at run time."""
+        assumption = Assumption(next(_assumption_ids), f"len@{loc}", "len() is an int", loc)
+        self.assumptions[assumption.id] = assumption
+        expect = pyheap.expect(pyheap.Expectation("int", assumption.id))
+        (value,) = self._heap_op(
+            lambda token, store: heap_ops.get_attr(token, store, ref.pointer, "__len__", expect, tf.int64, ())
+        )
+        return PyNumber(value, int)
 
     def heap_get_attr(self, ref: PyObjectRef, attr: str, loc: str) -> object:
         if not ref.samples:

@@ -336,6 +336,13 @@ class Interpreter:
         """Static items to unroll over, or a LoopPlan for tf.while_loop."""
         if isinstance(iterable, SymbolicRange):
             return self._range_items(frame, node, iterable, loc)
+        if isinstance(iterable, PyObjectRef) and iterable.cls is list:  # a node's children: tf.while_loop
+            count = self.ctx.heap_len(iterable, loc).tensor
+            return control_flow.LoopPlan(
+                tf.cast(count, tf.int32),
+                lambda i: self.ctx.heap_get_item(iterable, PyNumber(tf.cast(i, tf.int64), int), loc),
+                node.target,
+            )
         if type(iterable) is range and (not config.unroll_loops or len(iterable) > config.max_unroll):
             start, step = iterable.start, iterable.step
             return control_flow.LoopPlan(
@@ -562,7 +569,7 @@ class Interpreter:
         return self._subscript(self.eval(frame, node.value), self.eval(frame, node.slice), self.loc(frame, node))
 
     def _subscript(self, base: object, key: object, loc: str) -> object:
-        if isinstance(base, HeapList) and isinstance(key, PyNumber) and key.type is int:
+        if isinstance(base, (HeapList, PyObjectRef)) and isinstance(key, PyNumber) and key.type is int:
             return self.ctx.heap_get_item(base, key, loc)  # index known only at run time: the heap ops
         if isinstance(base, HeapList):
             base = base.materialize()
@@ -876,6 +883,8 @@ class Interpreter:
         raise NotConvertible("a list built in a converted loop passed to a library call other than stack/concat", loc)
 
     def _call_builtin(self, callee: Callable, args: list, kwargs: dict, loc: str) -> object:
+        if callee is len and len(args) == 1 and isinstance(args[0], PyObjectRef) and args[0].cls is list:
+            return self.ctx.heap_len(args[0], loc)
         if callee is print:
             self.ctx.log_print(tuple(self._materialized(a) for a in args), kwargs, loc)
             return None

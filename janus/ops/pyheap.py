@@ -149,7 +149,12 @@ def _from_payload(payload: tuple, expectation: Expectation, store: CallStore) ->
 def _read(store_id: int, obj: object, key: object, kind: str, expect_id: int) -> np.ndarray:
     store = _stores[store_id]
     local = store.local.get((id(obj), key), _MISSING)
-    value = local if local is not _MISSING else (getattr(obj, key) if kind == "attr" else obj[key])
+    if local is not _MISSING:
+        value = local
+    elif kind == "attr":
+        value = len(obj) if key == "__len__" and type(obj) is list else getattr(obj, key)
+    else:
+        value = obj[key]
     return _to_numpy(value, _expectations[expect_id], store)
 
 
