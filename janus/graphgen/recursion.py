@@ -33,9 +33,9 @@ from tensorflow.python.eager.polymorphic_function import atomic_function
 from tensorflow.python.framework import auto_control_deps, ops
 from tensorflow.python.framework import func_graph as func_graph_module
 from tensorflow.python.framework.ops import EagerTensor
-from tensorflow.python.ops import gradients_util, handle_data_util
 
 from janus.config import config
+from janus.graphgen import recursion_grad
 from janus.graphgen.errors import NotConvertible
 from janus.graphgen.heap import PyObjectRef
 from janus.graphgen.pynumber import PyNumber
@@ -47,7 +47,6 @@ from janus.ops.assert_op import _ops
 from janus.profiler.observe import ScalarObs, SeqObs, TensorObs
 
 _names = itertools.count(1)
-_registry: dict[str, RecursiveFunction] = {}  # function name -> its RecursiveFunction (for gradients)
 MAX_SAMPLES = 20_000  # tree nodes scanned for attribute types while generating
 
 # Invocations read variables only; ACD must neither chain them nor force them to run.
@@ -100,7 +99,7 @@ def _unflatten(template: object, leaves) -> object:
     return kind(_unflatten(t, leaves) for t in items)
 
 
-def _param_of(value: object, ctx, where: str) -> Param:
+def _param_of(value: object) -> Param:
     if isinstance(value, PyObjectRef):
         return Param("pointer", cls=value.cls, optional=value.optional, samples=_closure(value.samples, value.cls))
     if isinstance(value, PyNumber):
@@ -222,7 +221,6 @@ class RecursiveFunction:
     grad_kinds: list[str] = dataclasses.field(default_factory=list)  # per trainable input: none/dense/sparse
     grad_dtypes: list[tf.DType] = dataclasses.field(default_factory=list)  # the backward's flat outputs
     grad_shapes: list = dataclasses.field(default_factory=list)
-    sparse_parts: dict[int, tuple] = dataclasses.field(default_factory=dict)  # input -> (dtypes, shapes)
     trainable_outputs: list[int] = dataclasses.field(default_factory=list)
     forward: object = None  # AtomicFunction
     backward: object = None
@@ -274,7 +272,7 @@ class RecursiveFunction:
         deps = [previous] if previous is not None else []
         with tf.control_dependencies(deps):
             outputs, _frame = _ops().janus_invoke(
-                inputs, Tout=self.outputs.dtypes, output_shapes=_shapes(self.outputs.shapes), f=self.name
+                inputs, Tout=self.outputs.dtypes, output_shapes=recursion_grad.shapes(self.outputs.shapes), f=self.name
             )
         op = _frame.op
         resources = [i for i, t in enumerate(inputs) if t.dtype == tf.resource]
@@ -283,20 +281,8 @@ class RecursiveFunction:
         )
         ctx.last_invoke[graph] = op
         if self.forward is not None:
-            _add_to_graphs(self.forward)
+            recursion_grad.add_to_graphs(self.forward)
         return list(outputs), op
-
-
-def _shapes(shapes: list) -> list:
-    return [tf.TensorShape(s) for s in shapes]
-
-
-def _add_to_graphs(function: object) -> None:
-    graph = ops.get_default_graph()
-    while graph is not None:
-        if not graph._is_function(function.name):  # noqa: SLF001
-            graph._add_function_recursive(function)  # noqa: SLF001
-        graph = getattr(graph, "outer_graph", None)
 
 
 # ---------------------------------------------------------------------------- the interpreter's entry
@@ -364,7 +350,7 @@ def call(interp, func: types.FunctionType, arguments: dict[str, object]) -> obje
 
 def _build(interp, func, names, template, leaves, loc) -> RecursiveFunction:
     ctx = interp.ctx
-    params = [_param_of(v, ctx, loc) for v in leaves]
+    params = [_param_of(v) for v in leaves]
     key = (func.__code__, tuple(p.key() for p in params))
     cached = ctx.recursive_functions.get(key)
     if cached is not None:
@@ -419,7 +405,7 @@ def _trace_twice(interp, func, names, template, params, outputs, loc) -> Recursi
     uid = next(_names)
     base = f"janus_rec_{func.__name__}_{uid}"
     rf = RecursiveFunction(func.__code__, base, f"{base}_grad", params, template, outputs, captures=[])
-    _registry[rf.name] = rf
+    recursion_grad.registry[rf.name] = rf
     probe = _trace(interp, func, names, rf, loc, probe=True)
     rf.captures = list(probe.external_captures)
     graph = _trace(interp, func, names, rf, loc, probe=False)
@@ -432,7 +418,7 @@ def _trace_twice(interp, func, names, template, params, outputs, loc) -> Recursi
     ]
     if relaxed != outputs.shapes:
         return OutputSpec(outputs.template, outputs.dtypes, relaxed)
-    _differentiate(rf, graph, loc)
+    recursion_grad.differentiate(rf, graph, loc)
     rf.forward = atomic_function.from_func_graph(rf.name, graph, {})
     return rf
 
@@ -493,154 +479,3 @@ def _trace(interp, func, names, rf: RecursiveFunction, loc: str, probe: bool):
     else:
         rf.has_asserts = bool(asserts)
     return graph
-
-
-# ---------------------------------------------------------------------------- gradients
-def _differentiate(rf: RecursiveFunction, graph, loc: str) -> None:
-    """Builds the backward function and makes the forward output what it needs."""
-    n_out = len(rf.outputs.dtypes)
-    rf.trainable_outputs = [i for i, t in enumerate(graph.outputs[:n_out]) if _trainable(t.dtype)]
-    rf.trainable_inputs = [i for i, t in enumerate(graph.inputs) if _trainable(t.dtype)]
-    if not rf.trainable_outputs or not rf.trainable_inputs:
-        return
-    # Dense first; gradients that come out sparse (embedding tables) are then declared sparse.
-    kinds = ["dense"] * len(rf.trainable_inputs)
-    for _attempt in range(3):
-        actual = _build_backward(rf, graph, kinds, loc)
-        if actual == kinds:
-            return
-        kinds = actual
-    raise NotConvertible("the gradient of a recursive function changes form each time it is built", loc)
-
-
-def _trainable(dtype: tf.DType) -> bool:
-    return dtype.is_floating or dtype.is_complex or dtype == tf.resource
-
-
-def _build_backward(rf: RecursiveFunction, graph, kinds: list[str], loc: str) -> list[str]:
-    """One attempt with ``kinds`` declared; returns the kinds the gradient really had."""
-    rf.grad_kinds = kinds
-    _declare_grad_outputs(rf, graph)
-    n_out = len(rf.outputs.dtypes)
-    ys = [graph.outputs[i] for i in rf.trainable_outputs]
-    xs = [graph.inputs[i] for i in rf.trainable_inputs]
-    dy_specs = [tf.TensorSpec(y.shape, y.dtype) for y in ys]
-    actual: list[str] = []
-
-    def backward(*dys):
-        grads = gradients_util._GradientsHelper(ys, xs, grad_ys=list(dys), src_graph=graph)  # noqa: SLF001
-        flat = []
-        for kind, x, g in zip(kinds, xs, grads):
-            actual.append("none" if g is None else "sparse" if isinstance(g, tf.IndexedSlices) else "dense")
-            if kind == "none":
-                continue
-            if kind == "sparse":
-                if not isinstance(g, tf.IndexedSlices):
-                    g = _as_slices(g, x)
-                flat += [g.values, tf.cast(g.indices, tf.int64)]
-            else:
-                if g is None:
-                    g = _zeros_for(x)
-                elif isinstance(g, tf.IndexedSlices):
-                    g = tf.convert_to_tensor(g)
-                flat.append(g)
-        return flat
-
-    with graph.as_default():
-        grad_graph = func_graph_module.func_graph_from_py_func(
-            rf.bwd_name,
-            backward,
-            dy_specs,
-            {},
-            func_graph=func_graph_module.FuncGraph(rf.bwd_name),
-            add_control_dependencies=False,
-        )
-    if actual != kinds and not (len(actual) == len(kinds) and _compatible(kinds, actual)):
-        return actual
-    foreign = [t for t in grad_graph.external_captures if getattr(t, "graph", None) is not graph]
-    if foreign:
-        raise NotConvertible("the gradient of a recursive function needs values from outside it", loc)
-    del graph.outputs[n_out:]
-    graph.outputs.extend(grad_graph.external_captures)
-    rf.backward = atomic_function.from_func_graph(rf.bwd_name, grad_graph, {})
-    return kinds
-
-
-def _compatible(declared: list[str], actual: list[str]) -> bool:
-    """A declaration works when only unused-gradient or sparse-vs-dense differences remain."""
-    return all(d == a or (d == "dense" and a in ("none", "sparse")) for d, a in zip(declared, actual)) and not any(
-        d == "dense" and a == "sparse" for d, a in zip(declared, actual)
-    )
-
-
-def _declare_grad_outputs(rf: RecursiveFunction, graph) -> None:
-    dtypes, shapes = [], []
-    for kind, i in zip(rf.grad_kinds, rf.trainable_inputs):
-        x = graph.inputs[i]
-        if kind == "none":
-            continue
-        if kind == "sparse":
-            value_dtype, value_shape = _variable_dtype_shape(x)
-            if value_shape is None:
-                raise NotConvertible("a recursive function reads a variable of unknown rank", "")
-            dtypes += [value_dtype, tf.int64]
-            shapes += [(None, *value_shape[1:]), (None,)]
-        else:
-            dtype, shape = _variable_dtype_shape(x) if x.dtype == tf.resource else (x.dtype, tuple(x.shape))
-            dtypes.append(dtype)
-            shapes.append(shape)
-    rf.grad_dtypes, rf.grad_shapes = dtypes, shapes
-
-
-def _variable_dtype_shape(handle: tf.Tensor) -> tuple[tf.DType, tuple | None]:
-    data = handle_data_util.get_resource_handle_data(handle)
-    if data is None or not data.is_set or not data.shape_and_type:
-        raise NotConvertible("a recursive function reads a variable of unknown shape", "")
-    entry = data.shape_and_type[0]
-    shape = None if entry.shape.unknown_rank else tuple(d.size if d.size >= 0 else None for d in entry.shape.dim)
-    return tf.as_dtype(entry.dtype), shape
-
-
-def _zeros_for(x: tf.Tensor) -> tf.Tensor:
-    if x.dtype == tf.resource:
-        dtype, shape = _variable_dtype_shape(x)
-        return tf.zeros(shape, dtype)
-    return tf.zeros_like(x)
-
-
-def _as_slices(g: tf.Tensor | None, x: tf.Tensor) -> tf.IndexedSlices:
-    if g is None:
-        dtype, shape = _variable_dtype_shape(x)
-        return tf.IndexedSlices(
-            tf.zeros((0, *shape[1:]), dtype), tf.zeros((0,), tf.int64), tf.constant(shape, tf.int64)
-        )
-    return tf.IndexedSlices(g, tf.range(tf.shape(g, out_type=tf.int64)[0]), tf.shape(g, out_type=tf.int64))
-
-
-@ops.RegisterGradient("JanusInvoke")
-def _invoke_grad(op: tf.Operation, *grads) -> list:
-    rf = _registry[op.get_attr("f").name]
-    if not rf.trainable_outputs or not rf.trainable_inputs or rf.bwd_name is None:
-        return [None] * len(op.inputs)
-    dys = []
-    for i in rf.trainable_outputs:
-        g = grads[i]
-        if g is None:
-            g = tf.zeros_like(op.outputs[i])
-        elif isinstance(g, tf.IndexedSlices):
-            g = tf.convert_to_tensor(g)
-        dys.append(g)
-    if rf.backward is not None:
-        _add_to_graphs(rf.backward)
-    flat = _ops().janus_invoke_grad(
-        op.outputs[-1], dys, Tout=rf.grad_dtypes, output_shapes=_shapes(rf.grad_shapes), f=rf.bwd_name
-    )
-    flat = iter(flat)
-    result: list = [None] * len(op.inputs)
-    for kind, i in zip(rf.grad_kinds, rf.trainable_inputs):
-        if kind == "dense":
-            result[i] = next(flat)
-        elif kind == "sparse":
-            _, shape = _variable_dtype_shape(op.inputs[i])  # static int32, as TF's own gather gradient
-            result[i] = tf.IndexedSlices(next(flat), next(flat), tf.constant(shape, tf.int32))
-    return result

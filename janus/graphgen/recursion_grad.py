@@ -1,0 +1,189 @@
+"""Gradients of recursive graph functions: a backward function that invokes itself.
+
+The backward function is TF's symbolic gradient of the forward body (``_GradientsHelper`` with
+the body as source graph). The gradient of each ``JanusInvoke`` inside the body is a
+``JanusInvokeGrad`` of the same backward function, fed the invocation's frame: the forward
+tensors the backward needs, which the forward function returns after its outputs and the
+kernel packs, one frame per invocation. Variables' gradients are declared dense first; those
+that come out as ``IndexedSlices`` (embedding tables) are then declared sparse.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import tensorflow as tf
+from tensorflow.python.eager.polymorphic_function import atomic_function
+from tensorflow.python.framework import func_graph as func_graph_module
+from tensorflow.python.framework import ops
+from tensorflow.python.ops import gradients_util, handle_data_util
+
+from janus.graphgen.errors import NotConvertible
+from janus.ops.assert_op import _ops
+
+if TYPE_CHECKING:
+    from janus.graphgen.recursion import RecursiveFunction
+
+registry: dict[str, RecursiveFunction] = {}  # function name -> its RecursiveFunction (for _invoke_grad)
+
+
+def shapes(shapes: list) -> list:
+    return [tf.TensorShape(s) for s in shapes]
+
+
+def add_to_graphs(function: object) -> None:
+    graph = ops.get_default_graph()
+    while graph is not None:
+        if not graph._is_function(function.name):  # noqa: SLF001
+            graph._add_function_recursive(function)  # noqa: SLF001
+        graph = getattr(graph, "outer_graph", None)
+
+
+def differentiate(rf: RecursiveFunction, graph, loc: str) -> None:
+    """Builds the backward function and makes the forward output what it needs."""
+    n_out = len(rf.outputs.dtypes)
+    rf.trainable_outputs = [i for i, t in enumerate(graph.outputs[:n_out]) if _trainable(t.dtype)]
+    rf.trainable_inputs = [i for i, t in enumerate(graph.inputs) if _trainable(t.dtype)]
+    if not rf.trainable_outputs or not rf.trainable_inputs:
+        return
+    # Dense first; gradients that come out sparse (embedding tables) are then declared sparse.
+    kinds = ["dense"] * len(rf.trainable_inputs)
+    for _attempt in range(3):
+        actual = _build_backward(rf, graph, kinds, loc)
+        if actual == kinds:
+            return
+        kinds = actual
+    raise NotConvertible("the gradient of a recursive function changes form each time it is built", loc)
+
+
+def _trainable(dtype: tf.DType) -> bool:
+    return dtype.is_floating or dtype.is_complex or dtype == tf.resource
+
+
+def _build_backward(rf: RecursiveFunction, graph, kinds: list[str], loc: str) -> list[str]:
+    """One attempt with ``kinds`` declared; returns the kinds the gradient really had."""
+    rf.grad_kinds = kinds
+    _declare_grad_outputs(rf, graph)
+    n_out = len(rf.outputs.dtypes)
+    ys = [graph.outputs[i] for i in rf.trainable_outputs]
+    xs = [graph.inputs[i] for i in rf.trainable_inputs]
+    dy_specs = [tf.TensorSpec(y.shape, y.dtype) for y in ys]
+    actual: list[str] = []
+
+    def backward(*dys):
+        grads = gradients_util._GradientsHelper(ys, xs, grad_ys=list(dys), src_graph=graph)  # noqa: SLF001
+        flat = []
+        for kind, x, g in zip(kinds, xs, grads):
+            actual.append("none" if g is None else "sparse" if isinstance(g, tf.IndexedSlices) else "dense")
+            if kind == "none":
+                continue
+            if kind == "sparse":
+                if not isinstance(g, tf.IndexedSlices):
+                    g = _as_slices(g, x)
+                flat += [g.values, tf.cast(g.indices, tf.int64)]
+            else:
+                if g is None:
+                    g = _zeros_for(x)
+                elif isinstance(g, tf.IndexedSlices):
+                    g = tf.convert_to_tensor(g)
+                flat.append(g)
+        return flat
+
+    with graph.as_default():
+        grad_graph = func_graph_module.func_graph_from_py_func(
+            rf.bwd_name,
+            backward,
+            dy_specs,
+            {},
+            func_graph=func_graph_module.FuncGraph(rf.bwd_name),
+            add_control_dependencies=False,
+        )
+    if actual != kinds and not (len(actual) == len(kinds) and _compatible(kinds, actual)):
+        return actual
+    foreign = [t for t in grad_graph.external_captures if getattr(t, "graph", None) is not graph]
+    if foreign:
+        raise NotConvertible("the gradient of a recursive function needs values from outside it", loc)
+    del graph.outputs[n_out:]
+    graph.outputs.extend(grad_graph.external_captures)
+    rf.backward = atomic_function.from_func_graph(rf.bwd_name, grad_graph, {})
+    return kinds
+
+
+def _compatible(declared: list[str], actual: list[str]) -> bool:
+    """A declaration works when only unused-gradient or sparse-vs-dense differences remain."""
+    return all(d == a or (d == "dense" and a in ("none", "sparse")) for d, a in zip(declared, actual)) and not any(
+        d == "dense" and a == "sparse" for d, a in zip(declared, actual)
+    )
+
+
+def _declare_grad_outputs(rf: RecursiveFunction, graph) -> None:
+    dtypes, shapes = [], []
+    for kind, i in zip(rf.grad_kinds, rf.trainable_inputs):
+        x = graph.inputs[i]
+        if kind == "none":
+            continue
+        if kind == "sparse":
+            value_dtype, value_shape = _variable_dtype_shape(x)
+            if value_shape is None:
+                raise NotConvertible("a recursive function reads a variable of unknown rank", "")
+            dtypes += [value_dtype, tf.int64]
+            shapes += [(None, *value_shape[1:]), (None,)]
+        else:
+            dtype, shape = _variable_dtype_shape(x) if x.dtype == tf.resource else (x.dtype, tuple(x.shape))
+            dtypes.append(dtype)
+            shapes.append(shape)
+    rf.grad_dtypes, rf.grad_shapes = dtypes, shapes
+
+
+def _variable_dtype_shape(handle: tf.Tensor) -> tuple[tf.DType, tuple | None]:
+    data = handle_data_util.get_resource_handle_data(handle)
+    if data is None or not data.is_set or not data.shape_and_type:
+        raise NotConvertible("a recursive function reads a variable of unknown shape", "")
+    entry = data.shape_and_type[0]
+    shape = None if entry.shape.unknown_rank else tuple(d.size if d.size >= 0 else None for d in entry.shape.dim)
+    return tf.as_dtype(entry.dtype), shape
+
+
+def _zeros_for(x: tf.Tensor) -> tf.Tensor:
+    if x.dtype == tf.resource:
+        dtype, shape = _variable_dtype_shape(x)
+        return tf.zeros(shape, dtype)
+    return tf.zeros_like(x)
+
+
+def _as_slices(g: tf.Tensor | None, x: tf.Tensor) -> tf.IndexedSlices:
+    if g is None:
+        dtype, shape = _variable_dtype_shape(x)
+        return tf.IndexedSlices(
+            tf.zeros((0, *shape[1:]), dtype), tf.zeros((0,), tf.int64), tf.constant(shape, tf.int64)
+        )
+    return tf.IndexedSlices(g, tf.range(tf.shape(g, out_type=tf.int64)[0]), tf.shape(g, out_type=tf.int64))
+
+
+@ops.RegisterGradient("JanusInvoke")
+def _invoke_grad(op: tf.Operation, *grads) -> list:
+    rf = registry[op.get_attr("f").name]
+    if not rf.trainable_outputs or not rf.trainable_inputs:
+        return [None] * len(op.inputs)
+    dys = []
+    for i in rf.trainable_outputs:
+        g = grads[i]
+        if g is None:
+            g = tf.zeros_like(op.outputs[i])
+        elif isinstance(g, tf.IndexedSlices):
+            g = tf.convert_to_tensor(g)
+        dys.append(g)
+    if rf.backward is not None:
+        add_to_graphs(rf.backward)
+    flat = _ops().janus_invoke_grad(
+        op.outputs[-1], dys, Tout=rf.grad_dtypes, output_shapes=shapes(rf.grad_shapes), f=rf.bwd_name
+    )
+    flat = iter(flat)
+    result: list = [None] * len(op.inputs)
+    for kind, i in zip(rf.grad_kinds, rf.trainable_inputs):
+        if kind == "dense":
+            result[i] = next(flat)
+        elif kind == "sparse":
+            _, shape = _variable_dtype_shape(op.inputs[i])  # static int32, as TF's own gather gradient
+            result[i] = tf.IndexedSlices(next(flat), next(flat), tf.constant(shape, tf.int32))
+    return result
