@@ -25,7 +25,13 @@ def main() -> None:
         task = progress.add_task("Table 3 models", total=len(table3.NAMES))
         for name in table3.NAMES:  # each: agreement four ways (raises if janus disagrees), then throughput
             progress.update(task, description=f"Table 3: {name}")
-            rows.append(table3.run_model(name, args.quick))
+            try:
+                rows.append(table3.run_model(name, args.quick))
+            except AssertionError as err:  # janus disagreed with eager
+                if args.quick:
+                    raise  # the CI smoke run fails
+                console.print(f"[red]{name}: {err}")
+                rows.append({"name": name, "error": str(err).splitlines()[0]})
             progress.advance(task)
     console.print(table3_markdown(rows))
     if args.quick:  # the CI smoke run stops here: every model ran three ways and agreed with eager

@@ -42,19 +42,20 @@ def _numpy(value: Any) -> list[np.ndarray]:
     return out
 
 
-def _difference(expected: list[np.ndarray], actual: list[np.ndarray], rtol: float = RTOL) -> str | None:
-    """None when equal (floats within rtol/ATOL, everything else exactly), else the evidence."""
+def _difference(expected: list[np.ndarray], actual: list[np.ndarray], rtol: float | None = None) -> str | None:
+    """None when equal, else the evidence: floats within RTOL/ATOL each (or, with a model's own
+    ``rtol``, each value within that relative error of its norm), everything else exactly."""
     if len(expected) != len(actual):
         return f"{len(actual)} values instead of {len(expected)}"
     for i, (e, a) in enumerate(zip(expected, actual)):
         if e.shape != a.shape:
             return f"value {i} has shape {a.shape} instead of {e.shape}"
         if np.issubdtype(e.dtype, np.floating):
-            if rtol != RTOL:  # a model's own tolerance is on the relative error of the whole value
+            if rtol is not None:  # a model's own tolerance is on the relative error of the whole value
                 error = float(np.linalg.norm(a.astype(np.float64) - e) / max(np.linalg.norm(e), ATOL))
                 if error > rtol:
                     return f"value {i} has relative error {error:.3g} (tolerance {rtol})"
-            elif not np.allclose(a, e, rtol=rtol, atol=ATOL, equal_nan=True):
+            elif not np.allclose(a, e, rtol=RTOL, atol=ATOL, equal_nan=True):
                 worst = float(np.max(np.abs(a.astype(np.float64) - e)))
                 return f"value {i} differs by up to {worst:.3g} (eager {e.ravel()[:3]}, got {a.ravel()[:3]})"
         elif not np.array_equal(a, e):
@@ -67,13 +68,13 @@ def _trajectory(step: Callable[[], Any], program: Any, mod, steps: int) -> tuple
     return outputs, _numpy(mod.weights(program))
 
 
-def _compare(reference, candidate, rtol: float = RTOL) -> str | None:
+def _compare(reference, candidate, rtol: float | None = None) -> str | None:
     (ref_out, ref_w), (out, w) = reference, candidate
     for k, (e, a) in enumerate(zip(ref_out, out)):
         diff = _difference(e, a, rtol)
         if diff:
             return f"step {k + 1}: {diff}"
-    if rtol != RTOL and len(ref_w) == len(w):  # a model's own tolerance: on the weights as a whole
+    if rtol is not None and len(ref_w) == len(w):  # a model's own tolerance: on the weights as a whole
         floats = [(e, a) for e, a in zip(ref_w, w) if np.issubdtype(e.dtype, np.floating) and e.shape == a.shape]
         delta = np.sqrt(sum(float(np.sum((a.astype(np.float64) - e) ** 2)) for e, a in floats))
         norm = np.sqrt(sum(float(np.sum(e.astype(np.float64) ** 2)) for e, _ in floats))
@@ -103,7 +104,7 @@ class _Recorder:
 def agreement(name: str, quick: bool, steps: int | None = None) -> dict:
     """Runs ``steps`` steps four ways; raises AssertionError where janus disagrees with eager."""
     mod = module(name)
-    rtol = getattr(mod, "AGREEMENT_RTOL", RTOL)  # deep BatchNorm nets amplify graph rounding (see module)
+    rtol = getattr(mod, "AGREEMENT_RTOL", None)  # deep BatchNorm nets amplify graph rounding (see module)
     # Chaotic nets (deep BatchNorm nets at initialisation) set AGREEMENT_STEPS: the first graph
     # step is compared, not several steps of amplified rounding.
     steps = steps or getattr(mod, "AGREEMENT_STEPS", janus.config.profile_calls + 3)
@@ -168,7 +169,7 @@ def run_model(name: str, quick: bool) -> dict:
         "janus_first_steps_seconds": checked["janus_first_steps_seconds"],
         "janus_graph_calls": recorder.total("graph_calls"),
         "janus_calls": recorder.total("calls"),
-        "agreement_rtol": getattr(mod, "AGREEMENT_RTOL", RTOL),
+        "agreement_rtol": getattr(mod, "AGREEMENT_RTOL", None),
         "scaling": mod.SCALING,
         "dynamic": mod.DYNAMIC,
     }
