@@ -30,7 +30,7 @@ def main() -> None:
             except AssertionError as err:  # janus disagreed with eager
                 if args.quick:
                     raise  # the CI smoke run fails
-                console.print(f"[red]{name}: {err}")
+                console.print(f"{name}: {err}", style="red", markup=False)
                 rows.append({"name": name, "error": str(err).splitlines()[0]})
             progress.advance(task)
     console.print(table3_markdown(rows))
