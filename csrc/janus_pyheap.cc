@@ -15,6 +15,7 @@
 #include <Python.h>
 
 #include <cstring>
+#include <map>
 #include <string>
 
 #include "tensorflow/core/framework/op.h"
@@ -25,6 +26,7 @@ namespace janus {
 
 using tensorflow::DataType;
 using tensorflow::DataTypeSize;
+using tensorflow::DataTypeString;
 using tensorflow::DEVICE_CPU;
 using tensorflow::OpKernel;
 using tensorflow::OpKernelConstruction;
@@ -68,24 +70,69 @@ tensorflow::Status PythonError(const std::string& what) {
   return Internal(what, ": ", message);
 }
 
-// Calls janus.ops.pyheap.<function>(*args); steals the reference to `args`.
+// Holds the GIL on a TensorFlow pool thread. PyGILState_Ensure alone creates a Python thread
+// state on a thread that has none and deletes it again on release, which cost most of a heap
+// read (~20 us). The first acquisition on a thread therefore keeps its thread state for the
+// thread's lifetime (the pool threads live as long as the process): later ones only take the GIL.
+class GilHold {
+ public:
+  GilHold() {
+    thread_local bool kept = false;
+    if (!kept) {
+      PyGILState_STATE first = PyGILState_Ensure();
+      if (first == PyGILState_UNLOCKED) {
+        PyEval_SaveThread();  // releases the GIL; the thread state stays registered for this thread
+        kept = true;
+      } else {
+        PyGILState_Release(first);  // this thread already held the GIL: nothing to keep
+      }
+    }
+    state_ = PyGILState_Ensure();
+  }
+  ~GilHold() { PyGILState_Release(state_); }
+  GilHold(const GilHold&) = delete;
+  GilHold& operator=(const GilHold&) = delete;
+
+ private:
+  PyGILState_STATE state_;
+};
+
+// Calls janus.ops.pyheap.<function>(*args) with the GIL held; steals the reference to `args`.
+// The function objects are looked up once and kept (janus.ops.pyheap is never reloaded).
 PyObject* CallPyheap(const char* function, PyObject* args) {
-  PyObject* module = PyImport_ImportModule("janus.ops.pyheap");
-  if (module == nullptr) {
+  static PyObject* module = nullptr;  // guarded by the GIL
+  if (module == nullptr) module = PyImport_ImportModule("janus.ops.pyheap");
+  if (module == nullptr || args == nullptr) {
     Py_XDECREF(args);
     return nullptr;
   }
-  PyObject* fn = PyObject_GetAttrString(module, function);
-  Py_DECREF(module);
-  if (fn == nullptr || args == nullptr) {
-    Py_XDECREF(fn);
-    Py_XDECREF(args);
+  static std::map<std::string, PyObject*> functions;  // guarded by the GIL
+  PyObject*& fn = functions[function];
+  if (fn == nullptr) fn = PyObject_GetAttrString(module, function);
+  if (fn == nullptr) {
+    Py_DECREF(args);
     return nullptr;
   }
   PyObject* result = PyObject_CallObject(fn, args);
-  Py_DECREF(fn);
   Py_DECREF(args);
   return result;
+}
+
+// Writes a Python scalar (bool, int, float: objects arrive as int pointers) into a new scalar output.
+tensorflow::Status ScalarOut(OpKernelContext* ctx, int index, PyObject* value, DataType dtype) {
+  Tensor* out = nullptr;
+  TF_RETURN_IF_ERROR(ctx->allocate_output(index, TensorShape({}), &out));
+  if (dtype == tensorflow::DT_BOOL && PyBool_Check(value)) {
+    out->scalar<bool>()() = value == Py_True;
+  } else if (dtype == tensorflow::DT_INT64 && PyLong_Check(value) && !PyBool_Check(value)) {
+    out->scalar<int64_t>()() = PyLong_AsLongLong(value);
+  } else if (dtype == tensorflow::DT_DOUBLE && PyFloat_Check(value)) {
+    out->scalar<double>()() = PyFloat_AsDouble(value);
+  } else {
+    return Internal("heap value of type ", Py_TYPE(value)->tp_name, " does not fit ", DataTypeString(dtype));
+  }
+  if (PyErr_Occurred()) return PythonError("converting the heap value");
+  return tensorflow::OkStatus();
 }
 
 // Copies a C-contiguous buffer object (a numpy array) into a new output tensor.
@@ -190,15 +237,19 @@ class HeapGetOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     const long long store = ctx->input(1).scalar<int64_t>()();
     const long long obj = ctx->input(2).scalar<int64_t>()();
-    PyGILState_STATE gil = PyGILState_Ensure();
-    PyObject* args =
-        subscript_ ? Py_BuildValue("(LLLL)", store, obj, static_cast<long long>(ctx->input(3).scalar<int64_t>()()),
-                                   static_cast<long long>(expect_))
-                   : Py_BuildValue("(LLsL)", store, obj, name_.c_str(), static_cast<long long>(expect_));
-    PyObject* value = CallPyheap(subscript_ ? "get_item" : "get_attr", args);
-    tensorflow::Status status = value == nullptr ? PythonError("janus heap read") : CopyOut(ctx, 1, value, dtype_, shape_);
-    Py_XDECREF(value);
-    PyGILState_Release(gil);
+    const long long key = subscript_ ? ctx->input(3).scalar<int64_t>()() : 0;
+    tensorflow::Status status;
+    {
+      GilHold gil;
+      PyObject* args = subscript_ ? Py_BuildValue("(LLLL)", store, obj, key, static_cast<long long>(expect_))
+                                  : Py_BuildValue("(LLsL)", store, obj, name_.c_str(), static_cast<long long>(expect_));
+      // Scalars (bool, int, float, object pointers) come back as Python numbers, tensors as arrays.
+      PyObject* value = CallPyheap(subscript_ ? "get_item" : "get_attr", args);
+      status = value == nullptr                                 ? PythonError("janus heap read")
+               : PyFloat_Check(value) || PyLong_Check(value) ? ScalarOut(ctx, 1, value, dtype_)
+                                                             : CopyOut(ctx, 1, value, dtype_, shape_);
+      Py_XDECREF(value);
+    }
     OP_REQUIRES_OK(ctx, status);
     PassToken(ctx);
   }
@@ -222,17 +273,18 @@ class HeapSetOp : public OpKernel {
     const long long store = ctx->input(1).scalar<int64_t>()();
     const long long obj = ctx->input(2).scalar<int64_t>()();
     const Tensor& value = ctx->input(subscript_ ? 4 : 3);
-    PyGILState_STATE gil = PyGILState_Ensure();
-    PyObject* payload = TensorToPython(value);
-    PyObject* args = subscript_ ? Py_BuildValue("(LLLNL)", store, obj,
-                                                static_cast<long long>(ctx->input(3).scalar<int64_t>()()), payload,
-                                                static_cast<long long>(expect_))
-                                : Py_BuildValue("(LLsNL)", store, obj, name_.c_str(), payload,
-                                                static_cast<long long>(expect_));
-    PyObject* result = CallPyheap(subscript_ ? "set_item" : "set_attr", args);
-    tensorflow::Status status = result == nullptr ? PythonError("janus heap write") : tensorflow::OkStatus();
-    Py_XDECREF(result);
-    PyGILState_Release(gil);
+    const long long key = subscript_ ? ctx->input(3).scalar<int64_t>()() : 0;
+    tensorflow::Status status;
+    {
+      GilHold gil;
+      PyObject* payload = TensorToPython(value);
+      PyObject* args =
+          subscript_ ? Py_BuildValue("(LLLNL)", store, obj, key, payload, static_cast<long long>(expect_))
+                     : Py_BuildValue("(LLsNL)", store, obj, name_.c_str(), payload, static_cast<long long>(expect_));
+      PyObject* result = CallPyheap(subscript_ ? "set_item" : "set_attr", args);
+      status = result == nullptr ? PythonError("janus heap write") : tensorflow::OkStatus();
+      Py_XDECREF(result);
+    }
     OP_REQUIRES_OK(ctx, status);
     PassToken(ctx);
   }

@@ -278,3 +278,43 @@ def test_lists_of_children_values_and_gradients():
     calls = [(random_nary_tree(rng, int(rng.integers(2, 14))),) for _ in range(8)]
     jitted = run_differential(make, calls, min_graph_calls=4)
     assert janus.stats(jitted)["graphs_built"] == 1
+
+
+class ScoredNode:
+    """A node holding a scalar tensor and a Python float: both read through the heap ops."""
+
+    def __init__(self, score, weight, left=None, right=None):
+        self.score, self.weight, self.left, self.right = score, weight, left, right
+        self.is_leaf = left is None
+
+
+def scored_tree(rng, n):
+    score = tf.constant(float(rng.normal()), tf.float64)
+    if n == 1:
+        return ScoredNode(score, float(rng.uniform(0.5, 2.0)))
+    k = int(rng.integers(1, n))
+    return ScoredNode(score, float(rng.uniform(0.5, 2.0)), scored_tree(rng, k), scored_tree(rng, n - k))
+
+
+def test_scalar_tensor_and_float_attributes_of_nodes_are_served_by_the_graph():
+    """0-d tensors on run-time nodes once reached the kernel as 1-d arrays: every graph call failed."""
+
+    def make():
+        scale = tf.Variable(tf.constant(0.5, tf.float64))
+
+        def total(node):
+            if node.is_leaf:
+                return node.score * node.weight * scale
+            return tf.tanh(node.score * node.weight + total(node.left) - total(node.right))
+
+        def step(trees):
+            with tf.GradientTape() as tape:
+                out = [total(tree) for tree in trees]
+            return out, tf.convert_to_tensor(tape.gradient(out, scale))
+
+        return step, lambda: scale.numpy()
+
+    rng = np.random.default_rng(11)
+    calls = [([scored_tree(rng, int(rng.integers(1, 12))) for _ in range(2)],) for _ in range(8)]
+    jitted = run_differential(make, calls, min_graph_calls=5)
+    assert janus.stats(jitted)["fallbacks"] == 0, janus.explain(jitted)

@@ -45,17 +45,19 @@ class Expectation:
     optional: bool = False  # an object that may also be None (pointer 0)
 
     def check(self, value: object) -> None:
-        ok = {
-            "tensor": lambda: (
+        kind = self.kind
+        if kind == "tensor":
+            ok = (
                 isinstance(value, EagerTensor)
                 and value.dtype == self.dtype
                 and (self.shape is None or tf.TensorShape(self.shape).is_compatible_with(value.shape))
-            ),
-            "object": lambda: type(value) is self.cls or (self.optional and value is None),
-            "bool": lambda: type(value) is bool,
-            "float": lambda: type(value) is float,
-            "int": lambda: type(value) is int and -(2**63) <= value < 2**63,
-        }[self.kind]()
+            )
+        elif kind == "object":
+            ok = type(value) is self.cls or (self.optional and value is None)
+        elif kind == "int":
+            ok = type(value) is int and -(2**63) <= value < 2**63
+        else:  # bool, float
+            ok = type(value) is (bool if kind == "bool" else float)
         if not ok:
             raise JanusAssumption(self.assumption_id, f"heap value {type(value).__name__} is not the expected {self}")
 
@@ -123,15 +125,14 @@ class StoreFactory:
                 store.commit()
 
 
-def _to_numpy(value: object, expectation: Expectation, store: CallStore) -> np.ndarray:
+def _to_kernel(value: object, expectation: Expectation, store: CallStore) -> np.ndarray | int | float | bool:
+    """What a read hands the kernel: an array for a tensor, a Python scalar otherwise (an object as its pointer)."""
     expectation.check(value)
     if expectation.kind == "tensor":
-        return np.ascontiguousarray(value.numpy())
+        return np.asarray(value.numpy(), order="C")  # 0-d stays 0-d (ascontiguousarray makes it 1-d)
     if expectation.kind == "object":
-        return np.asarray(0 if value is None else store.pointer(value), np.int64)
-    if expectation.kind == "bool":
-        return np.asarray(value, np.bool_)
-    return np.asarray(value, np.float64 if expectation.kind == "float" else np.int64)
+        return 0 if value is None else store.pointer(value)
+    return value
 
 
 def _from_payload(payload: tuple, expectation: Expectation, store: CallStore) -> object:
@@ -146,7 +147,7 @@ def _from_payload(payload: tuple, expectation: Expectation, store: CallStore) ->
     return float(array) if expectation.kind == "float" else int(array)
 
 
-def _read(store_id: int, obj: object, key: object, kind: str, expect_id: int) -> np.ndarray:
+def _read(store_id: int, obj: object, key: object, kind: str, expect_id: int) -> np.ndarray | int | float | bool:
     store = _stores[store_id]
     local = store.local.get((id(obj), key), _MISSING)
     if local is not _MISSING:
@@ -155,14 +156,14 @@ def _read(store_id: int, obj: object, key: object, kind: str, expect_id: int) ->
         value = len(obj) if key == "__len__" and type(obj) is list else getattr(obj, key)
     else:
         value = obj[key]
-    return _to_numpy(value, _expectations[expect_id], store)
+    return _to_kernel(value, _expectations[expect_id], store)
 
 
-def get_attr(store_id: int, pointer: int, name: str, expect_id: int) -> np.ndarray:
+def get_attr(store_id: int, pointer: int, name: str, expect_id: int) -> np.ndarray | int | float | bool:
     return _read(store_id, _stores[store_id].resolve(pointer), name, "attr", expect_id)
 
 
-def get_item(store_id: int, pointer: int, index: int, expect_id: int) -> np.ndarray:
+def get_item(store_id: int, pointer: int, index: int, expect_id: int) -> np.ndarray | int | float | bool:
     return _read(store_id, _stores[store_id].resolve(pointer), index, "item", expect_id)
 
 
