@@ -95,11 +95,10 @@ class JitFunction:
                 result = runner(flat, bound)
             except AssumptionFailed as failed:
                 return self._after_assertion_failure(runner, failed.assumption_id, bound, args, kwargs)
-            except tf.errors.OpError:
+            except tf.errors.OpError as err:
                 if runner.graph.state_writes:
                     raise  # TF state may already be updated: re-running would apply it twice
-                stats.fallbacks += 1
-                return self._profiled(bound, args, kwargs)  # raises eager's own error
+                return self._after_graph_error(err, bound, args, kwargs)
             stats.graph_calls += 1
             return result
         return self._miss(bound, args, kwargs)
@@ -171,6 +170,19 @@ class JitFunction:
             return self._profiled(bound, args, kwargs)
         finally:
             self._build()
+
+    def _after_graph_error(self, err: tf.errors.OpError, bound: tuple, args: tuple, kwargs: dict) -> object:
+        """A graph raised a TF error that is no assumption: eager decides. Where eager raises too, the
+        error is the program's own; where it does not, the graph is wrong for such calls, and after
+        ``config.max_failures`` of them the function runs imperatively rather than pay both every call."""
+        self.stats.fallbacks += 1
+        message = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""
+        what = f"graph raised {type(err).__name__}: {message}"
+        result = self._profiled(bound, args, kwargs)  # raises eager's own error
+        self._fail("graph error", f"{what}; eager did not")
+        if self.failures["graph error"] >= config.max_failures:
+            self._go_imperative(f"its graph raised errors where eager did not ({what})", location(self.fn.__code__))
+        return result
 
     def _fail(self, key: str, what: str) -> None:
         self.failures[key] += 1

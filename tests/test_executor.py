@@ -452,3 +452,43 @@ def test_returning_indexed_slices_gradients():
         assert isinstance(actual, tf.IndexedSlices)
         np.testing.assert_allclose(tf.convert_to_tensor(actual), tf.convert_to_tensor(expected))
     assert janus.stats(jitted)["graph_calls"] >= 2
+
+
+def test_a_graph_that_errs_where_eager_does_not_is_dropped_with_the_reason(monkeypatch):
+    """Such an error is janus's own: eager answers each call, and after config.max_failures of them the
+    function runs imperatively instead of paying for a failing graph and eager on every call."""
+
+    def f(x):
+        return x * 2.0
+
+    jitted = janus.jit(f)
+    for _ in range(4):
+        jitted(tf.constant(1.0))
+    assert janus.stats(jitted)["graph_calls"] == 1
+
+    def failing_graph(self, flat, bound):
+        raise tf.errors.InternalError(None, None, "synthetic kernel failure")
+
+    monkeypatch.setattr("janus.driver.GraphRunner.__call__", failing_graph)
+    for i in range(5):
+        assert float(jitted(tf.constant(float(i)))) == 2.0 * i
+    stats = janus.stats(jitted)
+    assert stats["fallbacks"] == janus.config.max_failures, stats
+    assert stats["imperative_calls"] == 5 - janus.config.max_failures, stats
+    explained = janus.explain(jitted)
+    assert "synthetic kernel failure" in explained and "eager did not" in explained
+
+
+def test_a_graph_error_that_eager_shares_does_not_count_against_the_graph():
+    def f(x, i):
+        return tf.gather(x, i)
+
+    jitted = janus.jit(f)
+    x = tf.constant([1.0, 2.0, 3.0])
+    for _ in range(4):
+        jitted(x, tf.constant(1))
+    for _ in range(janus.config.max_failures + 1):
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            jitted(x, tf.constant(7))
+    assert float(jitted(x, tf.constant(2))) == 3.0
+    assert janus.stats(jitted)["graph_calls"] >= 2, janus.explain(jitted)
