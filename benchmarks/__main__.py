@@ -8,11 +8,12 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from benchmarks import control_flow, core, plots, state, table3, transparent
+from benchmarks import ablation, control_flow, convergence, core, plots, recursion_overhead, state, table3, transparent
 from benchmarks.harness import write_json
 from benchmarks.report import model_rows, table3_markdown, update_readme
 
 MODELS = (core.lenet_three_ways, control_flow.lstm_three_ways, state.stateful_lstm)
+ABLATION_MODELS = ("lstm", "treernn")  # the paper's Fig. 9: loops (UNRL), recursion (PARL)
 
 
 def main() -> None:
@@ -46,7 +47,22 @@ def main() -> None:
         profiler = core.profiler_overhead(args.quick)
     with console.status("running the examples eager / janus.enable() / @janus.jit"):
         examples = transparent.examples(args.quick)
-    payload = {"models": rows, "core": models, "overhead": overhead, "profiler": profiler, "examples": examples}
+    with console.status("running the recursion overhead (eager / janus per tree node)"):
+        recursion = recursion_overhead.recursion_overhead(args.quick)
+    with console.status(f"running the ablation BASE/+UNRL/+SPCN/+PARL on {', '.join(ABLATION_MODELS)}"):
+        ablation_rows = ablation.ablation(args.quick, ABLATION_MODELS)
+    write_json("ablation.json", {"ablation": ablation_rows})
+    with console.status("running the convergence on scikit-learn digits (eager / janus / naive tf.function)"):
+        write_json("convergence.json", convergence.convergence(args.quick))
+    payload = {
+        "models": rows,
+        "core": models,
+        "overhead": overhead,
+        "profiler": profiler,
+        "examples": examples,
+        "recursion_overhead": recursion,
+        "ablation": ablation_rows,
+    }
     path = write_json("summary.json", payload)
 
     table = Table(title="janus benchmarks (medians, interleaved, one process)")

@@ -25,18 +25,19 @@ def table3_markdown(rows: list[dict]) -> str:
     """The paper's Table 3 format, measured here: one row per model."""
     lines = [
         "| model | unit | eager | janus | symbolic | janus ÷ eager (paper) | symbolic ÷ eager | janus ÷ symbolic "
-        "| naive tf.function |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| janus build (s) | naive tf.function |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for m in rows:
         if "error" in m:
-            lines.append(f"| {m['name']} | | | | | | | not measured: {m['error'][:120]} |")
+            lines.append(f"| {m['name']} | | | | | | | | | not measured: {m['error'][:120]} |")
             continue
         verdict = m["naive_tf_function"].replace("|", "/")[:140]
         lines.append(
             f"| {m['name']} | {m['unit']} | {m['imperative']:.1f} | {m['janus']:.1f} | {m['symbolic']:.1f} | "
             f"{m['janus_over_imperative']:.2f}× ({PAPER.get(m['name'], float('nan')):.2f}×) | "
-            f"{m['symbolic'] / m['imperative']:.2f}× | {m['janus_over_symbolic']:.2f}× | {verdict} |"
+            f"{m['symbolic'] / m['imperative']:.2f}× | {m['janus_over_symbolic']:.2f}× | "
+            f"{m['janus_build_seconds']:.1f} | {verdict} |"
         )
     return "\n".join(lines)
 
@@ -108,6 +109,27 @@ def markdown(payload: dict) -> str:
             f"janus with it as a `tf.while_loop` (`janus.config.unroll_loops = False`: "
             f"{lstm['janus_loop_op']:.0f} words/s)."
         )
+    if "recursion_overhead" in payload:
+        r = payload["recursion_overhead"]
+        us = r["us_per_node"]
+        extra.append(
+            f"Recursion, per node of a {r['depth']}-deep chain (`benchmarks/recursion_overhead.py`): eager "
+            f"{us['eager']:.1f} µs, janus {us['janus']:.1f} µs (one `JanusInvoke` and two heap reads), of which "
+            f"{us['janus_no_heap']:.1f} µs is the invocation alone."
+        )
+    if payload.get("ablation"):
+        labels = [k for k in ("BASE", "+UNRL", "+SPCN", "+PARL") if any(k in r for r in payload["ablation"])]
+        extra += [
+            "",
+            "Ablation (the paper's Fig. 9; `benchmarks/ablation.py`): janus ÷ eager as the optimisations are "
+            "switched on cumulatively, each setting timed interleaved with eager:",
+            "",
+            "| model | eager | " + " | ".join(labels) + " |",
+            "|---|---|" + "---|" * len(labels),
+        ]
+        for r in payload["ablation"]:
+            cells = " | ".join(f"{r['ratio_to_eager'][k]:.2f}×" if k in r else "" for k in labels)
+            extra.append(f"| {r['model']} | {r['eager']:.1f} {r['unit']} | {cells} |")
     if "examples" in payload:
         extra += [
             "",
