@@ -197,7 +197,7 @@ def test_library_call_failing_on_symbolic_tensors_falls_back():
     assert "graph build failed" in janus.explain(jitted)
 
 
-def test_real_errors_raise_like_eager():
+def test_real_errors_raise_like_eager_and_do_not_count_against_the_graph():
     def f(x, i):
         return tf.gather(x, i)
 
@@ -205,9 +205,11 @@ def test_real_errors_raise_like_eager():
     x = tf.constant([1.0, 2.0, 3.0])
     for _ in range(4):
         jitted(x, tf.constant(1))
-    with pytest.raises(tf.errors.InvalidArgumentError):
-        jitted(x, tf.constant(7))
-    assert janus.stats(jitted)["graph_calls"] >= 1
+    for _ in range(janus.config.max_failures + 1):  # eager raises too: the program's own error
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            jitted(x, tf.constant(7))
+    assert float(jitted(x, tf.constant(2))) == 3.0
+    assert janus.stats(jitted)["graph_calls"] >= 2, janus.explain(jitted)
 
 
 def test_max_graphs_limit():
@@ -477,18 +479,3 @@ def test_a_graph_that_errs_where_eager_does_not_is_dropped_with_the_reason(monke
     assert stats["imperative_calls"] == 5 - janus.config.max_failures, stats
     explained = janus.explain(jitted)
     assert "synthetic kernel failure" in explained and "eager did not" in explained
-
-
-def test_a_graph_error_that_eager_shares_does_not_count_against_the_graph():
-    def f(x, i):
-        return tf.gather(x, i)
-
-    jitted = janus.jit(f)
-    x = tf.constant([1.0, 2.0, 3.0])
-    for _ in range(4):
-        jitted(x, tf.constant(1))
-    for _ in range(janus.config.max_failures + 1):
-        with pytest.raises(tf.errors.InvalidArgumentError):
-            jitted(x, tf.constant(7))
-    assert float(jitted(x, tf.constant(2))) == 3.0
-    assert janus.stats(jitted)["graph_calls"] >= 2, janus.explain(jitted)
