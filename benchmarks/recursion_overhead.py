@@ -11,9 +11,18 @@ timed interleaved in one process:
 * ``janus``: the same function under ``janus.jit`` (an invocation and two heap reads a node);
 * ``janus_no_heap``: a recursion on a tensor counter under ``janus.jit`` (an invocation a node,
   no heap reads): the bare cost of an invocation.
+
+``parallel_subtrees`` shows what +PARL (independent subtrees invoked in parallel) can gain on
+this machine: TreeRNN training under janus with ``config.parallel_calls`` on and off,
+interleaved, reporting time per batch and the process's CPU seconds per wall second. When
+the chained run already keeps every core busy, parallel invocations have no idle core to use.
 """
 
 from __future__ import annotations
+
+import os
+import statistics
+import time
 
 import tensorflow as tf
 
@@ -77,6 +86,37 @@ def recursion_overhead(quick: bool = False) -> dict:
         "us_per_node": per_node,
         "eager_over_janus": per_node["eager"] / per_node["janus"],
         "graph_calls": graph_calls,
+        "parallel_subtrees": parallel_subtrees(quick),
+    }
+
+
+def parallel_subtrees(quick: bool = False) -> dict:
+    """TreeRNN under janus, subtrees invoked in parallel vs chained: ms per batch and cores used."""
+    from benchmarks import ablation, table3  # table3 imports the models; keep this module light
+
+    mod = table3.module("treernn")
+    steps = {}
+    for parallel in (True, False):
+        program = mod.build(quick, 0)
+        recorder = table3._Recorder()
+        steps[parallel] = ablation._under({"parallel_calls": parallel}, mod.imperative(program, recorder))
+        for _ in range(janus.config.profile_calls + 2):
+            steps[parallel]()
+        assert recorder.total("graph_calls") > 0
+    wall: dict[bool, list[float]] = {True: [], False: []}
+    cpu: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(3 if quick else 9):
+        for parallel, step in steps.items():
+            w0, c0 = time.perf_counter(), time.process_time()
+            for _ in range(2):
+                float(step())
+            wall[parallel].append((time.perf_counter() - w0) / 2)
+            cpu[parallel].append((time.process_time() - c0) / 2)
+    label = {True: "parallel", False: "chained"}
+    return {
+        "cores": os.cpu_count(),
+        "ms_per_batch": {label[p]: statistics.median(wall[p]) * 1e3 for p in wall},
+        "cpu_seconds_per_wall_second": {label[p]: statistics.median(cpu[p]) / statistics.median(wall[p]) for p in wall},
     }
 
 

@@ -117,6 +117,15 @@ def markdown(payload: dict) -> str:
             f"{us['eager']:.1f} µs, janus {us['janus']:.1f} µs (one `JanusInvoke` and two heap reads), of which "
             f"{us['janus_no_heap']:.1f} µs is the invocation alone."
         )
+        par = r.get("parallel_subtrees")
+        if par:
+            ms, used = par["ms_per_batch"], par["cpu_seconds_per_wall_second"]
+            extra.append(
+                f"+PARL on {par['cores']} cores: a TreeRNN batch under janus takes {ms['parallel']:.1f} ms with "
+                f"subtrees invoked in parallel and {ms['chained']:.1f} ms chained; the chained run already keeps "
+                f"{used['chained']:.2f} cores busy (parallel: {used['parallel']:.2f}), so there is no idle core "
+                "for a sibling subtree."
+            )
     if payload.get("ablation"):
         labels = [k for k in ("BASE", "+UNRL", "+SPCN", "+PARL") if any(k in r for r in payload["ablation"])]
         extra += [
@@ -153,8 +162,8 @@ def horovod_markdown(payload: dict) -> str:
     lines = [
         "",
         "Horovod scale factor, 2-process throughput ÷ (1-process throughput × 2), measured by "
-        "`python -m benchmarks.horovod_scale` (gloo, one 2-core machine: one process already uses both cores, "
-        "so this shows core sharing, not network overlap):",
+        f"`python -m benchmarks.horovod_scale` on {payload['date']}, not by `make bench` (gloo, one 2-core "
+        "machine: one process already uses both cores, so this shows core sharing, not network overlap):",
         "",
         "| model | mode | 1 process | 2 processes (total) | scale factor |",
         "|---|---|---|---|---|",
