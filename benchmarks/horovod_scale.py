@@ -44,7 +44,9 @@ def scale_factors() -> dict:
 if __name__ == "__main__":
     result = scale_factors()
     print(json.dumps(result, indent=2))
-    (ROOT / "benchmarks" / "results" / "horovod.json").write_text(json.dumps(result, indent=2) + "\n")
+    from benchmarks.harness import write_json  # imports TensorFlow: only in this process, not the workers'
+
+    write_json("horovod.json", result)  # with the machine and the date
     from benchmarks.report import update_readme
 
     update_readme()

@@ -159,10 +159,11 @@ def markdown(payload: dict) -> str:
 
 
 def horovod_markdown(payload: dict) -> str:
+    when = f"on {payload['date']}" if "date" in payload else "in an earlier session"
     lines = [
         "",
         "Horovod scale factor, 2-process throughput ÷ (1-process throughput × 2), measured by "
-        f"`python -m benchmarks.horovod_scale` on {payload['date']}, not by `make bench` (gloo, one 2-core "
+        f"`python -m benchmarks.horovod_scale` {when}, not by `make bench` (gloo, one 2-core "
         "machine: one process already uses both cores, so this shows core sharing, not network overlap):",
         "",
         "| model | mode | 1 process | 2 processes (total) | scale factor |",
