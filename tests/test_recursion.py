@@ -86,6 +86,20 @@ def test_degenerate_linear_trees_200_deep():
     assert janus.stats(jitted)["graphs_built"] == 1
 
 
+def test_trees_deeper_than_pythons_default_recursion_limit():
+    """Depth is bounded by eager (the Python recursion limit), not by janus: the invocations are
+    asynchronous kernels, so 1,100 nested calls and their gradients hold no C++ stack."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(5000)  # eager needs it for 1,100 levels
+    try:
+        rng = np.random.default_rng(5)
+        calls = [([linear_tree(rng, 1100)],) for _ in range(5)]
+        jitted = run_differential(tree_program(train=False), calls, min_graph_calls=2)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert janus.stats(jitted)["graphs_built"] == 1
+
+
 @pytest.mark.parametrize("parallel", [True, False])
 def test_parallel_and_chained_subtree_calls_agree(parallel, monkeypatch):
     monkeypatch.setattr(janus.config, "parallel_calls", parallel)
