@@ -27,6 +27,7 @@ import time
 import tensorflow as tf
 
 import janus
+from benchmarks import ablation, table3
 from benchmarks.harness import measure, write_json
 
 DEPTH = 200
@@ -92,8 +93,6 @@ def recursion_overhead(quick: bool = False) -> dict:
 
 def parallel_subtrees(quick: bool = False) -> dict:
     """TreeRNN under janus, subtrees invoked in parallel vs chained: ms per batch and cores used."""
-    from benchmarks import ablation, table3  # table3 imports the models; keep this module light
-
     mod = table3.module("treernn")
     steps = {}
     for parallel in (True, False):

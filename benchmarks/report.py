@@ -47,15 +47,9 @@ def _core(payload: dict) -> list[dict]:
     return payload.get("core") or [m for m in payload.get("models", []) if "naive_tf_function" not in m]
 
 
-def _table3_rows(payload: dict, results: Path) -> tuple[list[dict], str] | None:
+def _table3_rows(payload: dict) -> tuple[list[dict], str] | None:
     rows = [m for m in payload.get("models", []) if "naive_tf_function" in m or "error" in m]
-    if rows:
-        return rows, payload["date"]
-    full = results / "table3-full.json"
-    if full.exists():
-        data = json.loads(full.read_text())
-        return data["models"], data["date"]
-    return None
+    return (rows, payload["date"]) if rows else None
 
 
 def model_rows(payload: dict) -> list[list[str]]:
@@ -184,7 +178,7 @@ def update_readme(results_file: Path = ROOT / "benchmarks" / "results" / "summar
     text = readme.read_text()
     payload = json.loads(results_file.read_text())
     body = markdown(payload)
-    table3 = _table3_rows(payload, results_file.parent)
+    table3 = _table3_rows(payload)
     if table3:
         rows, date = table3
         body = (
