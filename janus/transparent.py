@@ -41,7 +41,7 @@ from janus.driver import JitFunction
 from janus.graphgen.errors import NotConvertible
 from janus.graphgen.keras_layers import is_keras_layer
 from janus.graphgen.source import function_ast
-from janus.library import is_library_code
+from janus.source.library import is_library_code
 
 log = logging.getLogger("janus")
 _SKIPPED_FLAGS = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coroutine, async generator

@@ -28,8 +28,8 @@ class AssumptionFailed(Exception):
 
 class GraphRunner:
     __slots__ = (
-        "graph", "_name", "_attrs", "_call_options", "_num_inputs", "_num_outputs", "_pack", "_concrete", "_commit",
-        "_values", "_stores",
+        "graph", "_name", "_attrs", "_call_options", "_num_inputs", "_num_outputs", "_unpack", "_concrete", "_commit",
+        "_stores",
     )  # fmt: skip
 
     def __init__(self, graph: GeneratedGraph) -> None:
@@ -41,10 +41,9 @@ class GraphRunner:
         self._attrs = tuple(item for pair in attrs.items() for item in pair)
         self._num_inputs = graph.num_inputs
         self._num_outputs = graph.num_outputs
-        self._pack = graph.pack
+        self._unpack = graph.unpack
         self._concrete = graph.concrete
         self._commit = graph.commit
-        self._values = graph.write_values
         self._stores = graph.store_factory
 
     def __call__(self, flat: list, args: tuple) -> object:
@@ -69,9 +68,10 @@ class GraphRunner:
             raise
         if self._stores is not None:  # every assumption held: the run-time objects' writes first
             self._stores.finish(commit=True)
+        result, values = self._unpack(outputs)
         if self._commit is not None:  # then the heap writes of the fast path, in program order
-            self._commit(self._values(outputs), *args)
-        return self._pack(outputs)
+            self._commit(values, *args)
+        return result
 
 
 def _call_options(options: FunctionCallOptions, recursive: bool) -> FunctionCallOptions:

@@ -22,17 +22,20 @@ from tensorflow.python.framework.ops import EagerTensor
 
 from janus.config import config
 from janus.executor.guards import GuardBuilder
+from janus.graphgen import keras_layers, numpy_values, sandbox
 from janus.graphgen.codedump import CodeRecorder
 from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConvertible
+from janus.graphgen.formatted import Formatted
 from janus.graphgen.heap import MISSING, HeapList, HeapLog, PyObjectRef, Write
+from janus.graphgen.numpy_values import NumpyArray
 from janus.graphgen.ordering import order_state_writes
 from janus.graphgen.pynumber import PyNumber
 from janus.graphgen.source import location
 from janus.graphgen.specs import merge_shapes
 from janus.graphgen.values import is_plain, is_symbolic, is_user_object
-from janus.library import is_library_class, is_library_code, is_library_object
 from janus.ops import heap_ops, janus_assert, pyheap
 from janus.profiler.profile import Profile
+from janus.source.library import is_library_class, is_library_code, is_library_object
 
 _assumption_ids = itertools.count(1)
 
@@ -76,6 +79,10 @@ class GenerationContext:
         self.building: list = []
         self.last_invoke: dict[tf.Graph, tf.Operation] = {}
         self._cycle_codes: set | None = None
+        self._keras_guarded: set[int] = set()
+        self._tensor_paths: dict[int, str] = {}  # id(argument placeholder) -> the argument's path
+        self._argument_containers: list[tuple[str, object]] = []  # (path, local view) of list/dict arguments
+        self.foreign: set[int] = set()  # ids of library-owned containers: never mutated while generating
 
     def is_recursive(self, code: types.CodeType) -> bool:
         """Whether the profile saw ``code`` in a call cycle (it becomes a recursive graph function)."""
@@ -104,6 +111,18 @@ class GenerationContext:
     def guard(self, key: str, expr: str, description: str, loc: str) -> None:
         self.guards.add(key, expr, description, loc)
 
+    def guard_keras_state(self, layer: object, loc: str) -> None:
+        """A Keras layer read from a path: its sublayers and their ``trainable`` flags are re-checked."""
+        path = self._paths.get(id(layer))
+        if path is None or id(layer) in self._keras_guarded:
+            return
+        self._keras_guarded.add(id(layer))
+        fingerprint = keras_layers.state_fingerprint(layer)
+        expr = f"{self.const(keras_layers.state_fingerprint)}({path}) == {self.const(fingerprint)}"
+        self.guard(
+            f"keras state of {path}@{loc}", expr, f"the layers within {_describe(layer)} and their trainable flags", loc
+        )
+
     def guard_class_attribute(self, cls: type, name: str, value: object, loc: str) -> None:
         """Code converted from ``cls.name`` stays right only while the class still has that function."""
         expr = f"{self.const(cls)}.{name} is {self.const(value)}"
@@ -128,6 +147,8 @@ class GenerationContext:
                 self.guard(key, check, f"{what} is an int (value relaxed)", loc)
                 return self.number_input(path, int)
             raise NotConvertible(f"{what} keeps changing value between calls", loc)
+        if type(value) is np.ndarray and value.dtype != object:
+            return self.read_array(value, path, what, loc)
         if isinstance(value, EagerTensor):
             other = self.heap_tensors.get(id(value))
             if other is not None and other != path:
@@ -152,7 +173,11 @@ class GenerationContext:
             self._paths.setdefault(id(value), path)
             if id(value) in self._views:  # one local view per heap container: reads see this call's writes
                 return self._views[id(value)]
-        if type(value) is list:
+            aliased = self._argument_alias(value, path, what, loc)
+            if aliased is not None:
+                self._views[id(value)] = aliased
+                return aliased
+        if _is_list(value):
             if not materialize:
                 self._views[id(value)] = HeapList(
                     value, path, what, loc, self.heap, self.read_heap, self._check_straight_line
@@ -161,7 +186,7 @@ class GenerationContext:
             self.guard(key, f"len({path}) == {len(value)}", f"len({what}) == {len(value)}", loc)
             snapshot = [self.read_heap(v, f"{path}[{i}]", f"{what}[{i}]", loc) for i, v in enumerate(value)]
             return self.mark_heap_container(snapshot, path)
-        if type(value) is dict:
+        if _is_dict(value):
             keys = tuple(value)
             if not all(is_plain(k) for k in keys):
                 raise NotConvertible(f"{what} is a dict with non-constant keys", loc)
@@ -172,6 +197,64 @@ class GenerationContext:
         if type(value) is set:
             raise NotConvertible(f"{what} is a set read from the heap", loc)
         return value
+
+    def array_input(self, path: str, sample: np.ndarray) -> tf.Tensor:
+        """An eager placeholder, captured into the graph, that prepare() fills with the array at ``path``."""
+        with tf.init_scope():
+            placeholder_value = tf.zeros(sample.shape, tf.as_dtype(sample.dtype))
+        self.heap_tensors[id(placeholder_value)] = f"{self.const(numpy_values.array_to_tensor)}({path})"
+        self._keep.append(placeholder_value)
+        return placeholder_value
+
+    def read_array(self, value: np.ndarray, path: str, what: str, loc: str) -> NumpyArray:
+        """An ndarray read from ``path``: guarded by type, dtype and shape, fed by value."""
+        self.guard(
+            f"{what}@{loc}",
+            numpy_values.array_guard(path, value, self.const),
+            f"{what} is a {value.dtype} array of shape {list(value.shape)}",
+            loc,
+        )
+        return NumpyArray(path, value, self.array_input)
+
+    def register_argument_tensor(self, tensor: tf.Tensor, path: str) -> None:
+        """A tensor the graph receives from argument ``path``: its object is the caller's."""
+        self._tensor_paths[id(tensor)] = path
+        self._keep.append(tensor)
+
+    def identity(self, left: object, right: object, loc: str) -> bool | PyNumber:
+        """``left is right`` for tensors and arrays: which objects they are is known only at run time.
+
+        Two values read from paths (arguments, the heap) are compared by ``prepare()`` before each
+        call and fed as a bool; a tensor computed by the graph is a new object, never one of those.
+        """
+        left_path, right_path = self._source_path(left), self._source_path(right)
+        if left_path is None or right_path is None:
+            return left is right  # at least one is made by this call: the same only if the same value
+        if left_path == right_path:
+            return True
+        with tf.init_scope():
+            placeholder_value = tf.constant(False)
+        self.heap_tensors[id(placeholder_value)] = f"{self.const(_to_bool)}({left_path} is {right_path})"
+        self._keep.append(placeholder_value)
+        return PyNumber(tf.identity(placeholder_value), bool)
+
+    def _source_path(self, value: object) -> str | None:
+        if isinstance(value, NumpyArray):
+            return value.path
+        path = self._tensor_paths.get(id(value))
+        if path is None and isinstance(value, (EagerTensor, tf.Variable)):
+            path = self.heap_tensors.get(id(value)) or self._paths.get(id(value))
+        return path
+
+    def array_object(self, array: NumpyArray, loc: str) -> np.ndarray:
+        """The array object itself (returned, stored, printed): guarded to be the same object."""
+        self.guard(
+            f"identity of {array.path}@{loc}",
+            f"{array.path} is {self.const(array.sample)}",
+            "the same NumPy array object",
+            loc,
+        )
+        return array.sample
 
     def number_input(self, path: str, kind: type = float) -> PyNumber:
         """A Python float (int) re-read from ``path`` every call and fed to the graph as float64 (int64)."""
@@ -187,6 +270,25 @@ class GenerationContext:
         """The read changed value at least twice while profiled: it keeps changing."""
         seen = [repr(o) for o in self.profile.heap_reads.get(profiled, ())]
         return sum(a != b for a, b in zip(seen, seen[1:])) >= 2
+
+    def register_argument_container(self, container: object, path: str) -> None:
+        """A list or dict argument: a container on the heap may be this very object (aliasing)."""
+        self._argument_containers.append((path, container))
+
+    def _argument_alias(self, value: object, path: str, what: str, loc: str) -> object | None:
+        """The argument container that ``value`` (read from ``path``) is at run time, if any.
+
+        Each list or dict read from the heap is guarded not to be an argument container of its
+        type; once such a guard has failed, the next graph takes them as one object instead."""
+        for arg_path, container in self._argument_containers:
+            if not (_is_list(value) and type(container) is list or _is_dict(value) and type(container) is dict):
+                continue
+            key = f"{what} is argument {arg_path}@{loc}"
+            if self.failures(key) > 0:
+                self.guard(key, f"{path} is {arg_path}", f"{what} is argument {arg_path}", loc)
+                return container
+            self.guard(key, f"{path} is not {arg_path}", f"{what} is not argument {arg_path}", loc)
+        return None
 
     def mark_heap_container(self, snapshot: object, path: str) -> object:
         """A local copy of a container that lives on the heap at ``path`` (writes go to the log)."""
@@ -347,6 +449,8 @@ class GenerationContext:
             self._check_storable(value, loc)
             container.setitem(key, value)
             return
+        if id(container) in self.foreign:
+            raise NotConvertible("item assignment to a container that a library object holds", loc)
         path = self._origins.get(id(container))
         if path is not None:
             self._check_straight_line(loc)
@@ -365,13 +469,16 @@ class GenerationContext:
         self._check_storable(value, loc)
         self.heap.log(Write("setattr", cell, self.const(cell), "cell_contents", value, loc))
 
-    def log_print(self, args: tuple, kwargs: dict, loc: str) -> None:
+    def defer_call(self, fn: Callable, args: tuple, kwargs: dict, loc: str) -> None:
+        """Logs ``fn(*args, **kwargs)``, made after the graph succeeded with the materialised values.
+
+        Containers are copied now: eager would have read them at this point of the program.
+        """
         self._check_straight_line(loc)
-        if set(kwargs) - {"sep", "end"}:
-            raise NotConvertible("print() to a file or with flush is not deferred", loc)
+        args, kwargs = snapshot(tuple(args)), snapshot(dict(kwargs))
         for value in (*args, *kwargs.values()):
             self._check_storable(value, loc)
-        self.heap.log(Write("print", None, "", None, (tuple(args), dict(kwargs)), loc))
+        self.heap.log(Write("call", fn, "", None, (args, kwargs), loc))
 
     def _check_storable(self, value: object, loc: str) -> None:
         if isinstance(value, (list, tuple)):
@@ -380,6 +487,9 @@ class GenerationContext:
         elif isinstance(value, dict):
             for item in value.values():
                 self._check_storable(item, loc)
+        elif isinstance(value, Formatted):
+            self._check_storable(value.args, loc)
+            self._check_storable(value.kwargs, loc)
         elif type(value).__name__ in ("TensorList", "SymbolicRange", "LocalFunction") or (
             isinstance(value, tf.Tensor) and not is_symbolic(value) and not isinstance(value, EagerTensor)
         ):
@@ -405,7 +515,7 @@ class GenerationContext:
         Returns True when the call was logged (and applied to the local copy) here.
         """
         path = self._origins.get(id(container))
-        if path is None or method in _READ_ONLY_METHODS:
+        if path is None or method in READ_ONLY_METHODS:
             return False
         if method not in ("append", "extend", "update") or (method == "update" and len(args) != 1):
             raise NotConvertible(f"{type(container).__name__}.{method}() on a container that lives on the heap", loc)
@@ -449,12 +559,24 @@ class GenerationContext:
             if is_library_object(base) or path is None:
                 return value
             return self.read_heap(value, f"{path}.{attr}", f"attribute {attr}", loc, profiled)
+        if isinstance(base, Formatted):
+            raise NotConvertible("attribute of text made only after the graph ran", loc)
+        if isinstance(base, NumpyArray):
+            if attr in ("shape", "dtype", "ndim"):
+                return getattr(base, attr)  # guarded
+            raise NotConvertible(f"ndarray.{attr} of a NumPy array fed by value (its data is read at run time)", loc)
         cls = base if isinstance(base, type) else type(base)
+        if keras_layers.is_keras_layer(base):
+            self.guard_keras_state(base, loc)
         if is_library_class(cls) or is_plain(base):
-            value = getattr(base, attr)
+            with sandbox.library_call(f"{cls.__qualname__}.{attr}", loc):
+                value = getattr(base, attr)
             instance_dict = getattr(base, "__dict__", None)
             if path and isinstance(instance_dict, dict) and attr in instance_dict and is_plain(value):
                 return self.read_heap(value, f"{path}.{attr}", f"attribute {attr}", loc, profiled)
+            if isinstance(value, (list, dict, set)) and not is_plain(base):
+                self.foreign.add(id(value))  # held by a library object: janus cannot log writes to it
+                self._keep.append(value)
             return value
         return self._read_user_attribute(base, cls, attr, path, loc, profiled)
 
@@ -619,6 +741,28 @@ class GenerationContext:
         return result
 
 
+def _is_list(value: object) -> bool:
+    """A list, or a library's tracking list (Keras's ``TrackedList``, TF's ``ListWrapper``)."""
+    return type(value) is list or isinstance(value, list) and is_library_class(type(value))
+
+
+def _is_dict(value: object) -> bool:
+    return type(value) is dict or isinstance(value, dict) and is_library_class(type(value))
+
+
+def snapshot(value: object) -> object:
+    """A copy of the containers within ``value`` as they are now (tensors and objects shared)."""
+    if isinstance(value, HeapList):
+        value = value.materialize()
+    if type(value) in (list, tuple, set, frozenset):
+        return type(value)(snapshot(v) for v in value)
+    if type(value) is dict:
+        return {k: snapshot(v) for k, v in value.items()}
+    if isinstance(value, Formatted):
+        return Formatted(value.make, snapshot(value.args), snapshot(value.kwargs))
+    return value
+
+
 def tensor_guard(path: str, dtype: tf.DType, shape: tuple | None, temp: str) -> str:
     check = f"type({path}) is EagerTensor and {path}._datatype_enum() == {dtype.as_datatype_enum}"
     if shape is None:
@@ -639,6 +783,10 @@ def _to_float64(value: float) -> tf.Tensor:
     return tf.constant(value, tf.float64)
 
 
+def _to_bool(value: bool) -> tf.Tensor:
+    return tf.constant(value, tf.bool)
+
+
 def _to_int64(value: int) -> tf.Tensor:
     return tf.constant(value, tf.int64)
 
@@ -650,6 +798,6 @@ def _describe(value: object) -> str:
 
 _MISSING = object()
 _LIB_CODE = tf.constant.__code__ if hasattr(tf.constant, "__code__") else None
-_READ_ONLY_METHODS = frozenset(
+READ_ONLY_METHODS = frozenset(
     {"copy", "count", "index", "get", "keys", "values", "items", "__getitem__", "__contains__", "__len__"}
 )

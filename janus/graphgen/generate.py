@@ -12,6 +12,7 @@ import time
 import types
 from collections.abc import Callable
 
+import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework.ops import EagerTensor
 
@@ -19,8 +20,10 @@ from janus.executor.guards import GuardBuilder
 from janus.graphgen.context import Assumption, GenerationContext, scalar_guard, tensor_guard
 from janus.graphgen.control_flow import TensorList
 from janus.graphgen.errors import NotConvertible
+from janus.graphgen.formatted import Formatted
 from janus.graphgen.heap import HeapList, PyObjectRef
 from janus.graphgen.interpreter import Interpreter
+from janus.graphgen.numpy_values import NumpyArray
 from janus.graphgen.ordering import is_state_write, order_state_writes
 from janus.graphgen.pynumber import PyNumber, to_python
 from janus.graphgen.source import location
@@ -38,9 +41,8 @@ class GeneratedGraph:
     prepare: Callable[..., list | None]  # guards + flat inputs, compiled
     num_inputs: int
     num_outputs: int
-    pack: Callable[[list], object]
+    unpack: Callable[[list], tuple[object, list | None]]  # graph outputs -> (result, the heap writes' values)
     commit: Callable[..., None] | None  # replays heap writes after success: commit(V, a0, a1, ...)
-    write_values: Callable[[list], list]  # graph outputs -> the values the heap writes store
     store_factory: object  # pyheap.StoreFactory when the graph uses the heap ops, else None
     assumptions: dict[int, Assumption]
     guards: GuardBuilder
@@ -80,8 +82,9 @@ def generate(
             ctx.code.bind(ph, flat_inputs[i])
         result = Interpreter(ctx).run(func, arguments)
         outputs: list[tf.Tensor] = []
-        template.append(_flatten_result(result, outputs, loc))
-        write_templates.extend(_flatten_result(w.value, outputs, w.location) for w in ctx.heap.writes)
+        flatten = _Flattener(outputs, ctx)
+        write_templates.extend(flatten(w.value, w.location) for w in ctx.heap.writes)
+        template.append(flatten(result, loc))
         order_state_writes(tf.compat.v1.get_default_graph(), ctx.assert_ops)
         ctx.code.returns(outputs)
         return outputs
@@ -104,9 +107,8 @@ def generate(
         prepare=prepare,
         num_inputs=len(flat_inputs),
         num_outputs=len(concrete.outputs),
-        pack=_packer(template[0]),
+        unpack=_unpacker(template[0], write_templates),
         commit=commit,
-        write_values=lambda outs: [_pack(t, outs) for t in write_templates],
         store_factory=ctx.store_factory,
         assumptions=dict(ctx.assumptions),
         guards=ctx.guards,
@@ -152,8 +154,11 @@ def _add_input_guards(
 def _argument_value(ctx: GenerationContext, spec: ArgSpec, path: str, what: str, loc: str, feed) -> object:
     if isinstance(spec, TensorArg):
         placeholder = next(feed)
+        ctx.register_argument_tensor(placeholder, path)
         if spec.value is not None:
-            return ctx.assert_constant(placeholder, spec.value, f"{what}@{loc}:value", f"{what} == constant", loc)
+            constant = ctx.assert_constant(placeholder, spec.value, f"{what}@{loc}:value", f"{what} == constant", loc)
+            ctx.register_argument_tensor(constant, path)
+            return constant
         return placeholder
     if isinstance(spec, ConstArg):
         return spec.value
@@ -164,9 +169,11 @@ def _argument_value(ctx: GenerationContext, spec: ArgSpec, path: str, what: str,
             _argument_value(ctx, s, f"{path}[{label!r}]", f"{what}[{label!r}]", loc, feed)
             for label, s in zip(_labels(spec), spec.items)
         ]
-        if spec.type is dict:
-            return ctx.mark_heap_container(dict(zip(spec.keys, items)), path)
-        return ctx.mark_heap_container(items, path) if spec.type is list else tuple(items)
+        if spec.type is tuple:
+            return tuple(items)
+        container = ctx.mark_heap_container(dict(zip(spec.keys, items)) if spec.type is dict else items, path)
+        ctx.register_argument_container(container, path)
+        return container
     if isinstance(spec, PointerArg):
         return PyObjectRef(ctx.pointer_input(path), spec.cls, [spec.sample])
     assert isinstance(spec, ObjectArg)
@@ -178,46 +185,78 @@ def _labels(spec: SeqArg) -> list:
 
 
 # ------------------------------------------------------------------ results
-def _flatten_result(value: object, outputs: list, loc: str) -> tuple:
-    if isinstance(value, PyNumber):
-        outputs.append(value.tensor)
-        return ("number", (len(outputs) - 1, value.type))
-    if is_symbolic(value) or isinstance(value, EagerTensor):
-        outputs.append(value if is_symbolic(value) else tf.identity(value))
-        return ("out", len(outputs) - 1)
-    if isinstance(value, tf.IndexedSlices):  # e.g. the gradient of an embedding table, as eager returns it
-        parts = [value.values, value.indices] + ([] if value.dense_shape is None else [value.dense_shape])
-        return ("indexed_slices", [_flatten_result(p, outputs, loc) for p in parts])
-    if type(value) in (list, tuple):
-        return (type(value).__name__, [_flatten_result(v, outputs, loc) for v in value])
-    if type(value) is dict:
-        return ("dict", [(k, _flatten_result(v, outputs, loc)) for k, v in value.items()])
-    if isinstance(value, (set, types.GeneratorType)) or type(value).__name__ in ("zip", "map", "filter", "enumerate"):
-        raise NotConvertible(f"returns a {type(value).__name__}, which would be shared across calls", loc)
-    if isinstance(value, (tf.Tensor, tf.__internal__.CompositeTensor)):
-        raise NotConvertible(f"returns an unsupported tensor type {type(value).__name__}", loc)
-    if isinstance(value, TensorList):
-        raise NotConvertible("returns a list whose length is only known at run time", loc)
-    if isinstance(value, HeapList):
-        return ("const", value.real)
-    if isinstance(value, PyObjectRef):
-        raise NotConvertible(
-            "returns an object known only at run time", loc
-        )  # the same list object eager returns (writes are committed to it)
-    return ("const", value)
+class _Flattener:
+    """Turns the result and the heap writes' values into graph outputs plus templates to rebuild them.
+
+    A container reached twice (returned and also stored on ``self``) is rebuilt once per call, so
+    the caller gets the very object that was stored, as in eager. A NumPy array made while
+    generating is copied per call (eager makes a fresh one); one read from the heap is returned
+    as itself.
+    """
+
+    def __init__(self, outputs: list, ctx: GenerationContext) -> None:
+        self.outputs = outputs
+        self._ctx = ctx
+
+    def __call__(self, value: object, loc: str) -> tuple:
+        outputs = self.outputs
+        if isinstance(value, PyNumber):
+            outputs.append(value.tensor)
+            return ("number", (len(outputs) - 1, value.type))
+        if is_symbolic(value) or isinstance(value, EagerTensor):
+            outputs.append(value if is_symbolic(value) else tf.identity(value))
+            return ("out", len(outputs) - 1)
+        if isinstance(value, tf.IndexedSlices):  # e.g. the gradient of an embedding table, as eager returns it
+            parts = [value.values, value.indices] + ([] if value.dense_shape is None else [value.dense_shape])
+            return ("indexed_slices", [self(p, loc) for p in parts])
+        if isinstance(value, Formatted):
+            return ("formatted", (value.make, self(value.args, loc), self(value.kwargs, loc)))
+        if type(value) in (list, tuple):
+            return (type(value).__name__, (id(value), [self(v, loc) for v in value]))
+        if type(value) is dict:
+            return ("dict", (id(value), [(k, self(v, loc)) for k, v in value.items()]))
+        if isinstance(value, NumpyArray):
+            return ("const", self._ctx.array_object(value, loc))
+        if isinstance(value, np.ndarray) and self._ctx.path_of(value) is None:
+            return ("copy", value.copy())
+        if isinstance(value, (set, types.GeneratorType)) or type(value).__name__ in (
+            "zip",
+            "map",
+            "filter",
+            "enumerate",
+        ):
+            raise NotConvertible(f"returns a {type(value).__name__}, which would be shared across calls", loc)
+        if isinstance(value, (tf.Tensor, tf.__internal__.CompositeTensor)):
+            raise NotConvertible(f"returns an unsupported tensor type {type(value).__name__}", loc)
+        if isinstance(value, TensorList):
+            raise NotConvertible("returns a list whose length is only known at run time", loc)
+        if isinstance(value, HeapList):
+            return ("const", value.real)  # the same list object eager returns (writes are committed to it)
+        if isinstance(value, PyObjectRef):
+            raise NotConvertible("returns an object known only at run time", loc)
+        return ("const", value)
 
 
-def _packer(template: tuple) -> Callable[[list], object]:
-    if template[0] == "out":
-        index = template[1]
-        return lambda outs: outs[index]
-    if template[0] == "const":
-        value = template[1]
-        return lambda outs: value
-    return lambda outs: _pack(template, outs)
+def _unpacker(template: tuple, write_templates: list) -> Callable[[list], tuple[object, list | None]]:
+    """``outs -> (result, values the heap writes store)``, one identity memo per call."""
+    if not write_templates:
+        if template[0] == "out":
+            index = template[1]
+            return lambda outs: (outs[index], None)
+        if template[0] == "const":
+            value = template[1]
+            return lambda outs: (value, None)
+        return lambda outs: (_pack(template, outs, {}), None)
+
+    def unpack(outs: list) -> tuple[object, list]:
+        memo: dict[int, object] = {}
+        values = [_pack(t, outs, memo) for t in write_templates]
+        return _pack(template, outs, memo), values
+
+    return unpack
 
 
-def _pack(template: tuple, outs: list) -> object:
+def _pack(template: tuple, outs: list, memo: dict) -> object:
     kind, body = template
     if kind == "out":
         return outs[body]
@@ -225,9 +264,25 @@ def _pack(template: tuple, outs: list) -> object:
         return body
     if kind == "number":
         return to_python(outs[body[0]], body[1])
-    if kind == "dict":
-        return {k: _pack(t, outs) for k, t in body}
+    if kind == "copy":
+        return body.copy()
+    if kind == "formatted":
+        make, args, kwargs = body
+        return make(*_pack(args, outs, memo), **_pack(kwargs, outs, memo))
     if kind == "indexed_slices":
-        return tf.IndexedSlices(*(_pack(t, outs) for t in body))
-    items = [_pack(t, outs) for t in body]
-    return items if kind == "list" else tuple(items)
+        return tf.IndexedSlices(*(_pack(t, outs, memo) for t in body))
+    key, items = body
+    if key in memo:
+        return memo[key]
+    if kind == "dict":
+        mapping: dict = {}
+        memo[key] = mapping
+        mapping.update((k, _pack(t, outs, memo)) for k, t in items)
+        return mapping
+    if kind == "list":
+        sequence: list = []
+        memo[key] = sequence
+        sequence.extend(_pack(t, outs, memo) for t in items)
+        return sequence
+    memo[key] = packed = tuple(_pack(t, outs, memo) for t in items)
+    return packed

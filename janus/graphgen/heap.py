@@ -1,8 +1,9 @@
 """Heap mutations of converted code: local copies during the call, replayed after the graph succeeds.
 
 Every write the user's code makes to Python state (``obj.attr = v``, ``d[k] = v``,
-``lst.append(v)``, ``global``/``nonlocal`` assignments, ``print``) is logged here instead of
-being performed. Reads of a written location in the same call see the logged value (the
+``lst.append(v)``, ``global``/``nonlocal`` assignments) and every deferred call (``print``,
+``logging``, ``warnings.warn``, ``tf.summary``: see ``janus.source.purity``) is logged here
+instead of being performed. Reads of a written location in the same call see the logged value (the
 local copy). The values a write needs become graph outputs; after the graph ran and every
 assumption held, the executor calls the generated ``commit`` function, which replays the log
 in program order on the real objects. When an assumption fails nothing was written, so the
@@ -24,11 +25,11 @@ _MISSING = object()
 
 @dataclasses.dataclass
 class Write:
-    kind: str  # "setattr", "setitem", "append", "extend", "print"
-    target: object  # the object written to, as seen while generating (for read-your-writes)
+    kind: str  # "setattr", "setitem", "append", "extend", "call" (a deferred call)
+    target: object  # the object written to (for read-your-writes); for "call", the callable
     path: str  # where the target object is re-read at commit time
     key: object  # attribute name or item key (plain constant); unused for append/extend/print
-    value: object  # the value written (tensor, PyNumber, static, or (args, kwargs) for print)
+    value: object  # the value written (tensor, PyNumber, static, or (args, kwargs) for a call)
     location: str
 
 
@@ -127,8 +128,8 @@ class HeapLog:
                 lines.append(f"{write.path}[{const(write.key)}] = {value}")
             elif write.kind in ("append", "extend"):
                 lines.append(f"{write.path}.{write.kind}({value})")
-            elif write.kind == "print":
-                lines.append(f"print(*{value}[0], **{value}[1])")
+            elif write.kind == "call":
+                lines.append(f"{const(write.target)}(*{value}[0], **{value}[1])")
             else:  # pragma: no cover - the kinds above are all that is logged
                 raise NotConvertible(f"unknown heap write {write.kind}", write.location)
         params = ", ".join(["V", *(f"a{i}" for i in range(nargs))])

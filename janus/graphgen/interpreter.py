@@ -20,21 +20,27 @@ import types
 from collections.abc import Callable, Iterator
 
 import gast
+import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework.ops import EagerTensor
 
 from janus import distributed
 from janus.config import config
-from janus.graphgen import control_flow, keras_layers, pynumber, recursion
-from janus.graphgen.context import GenerationContext
+from janus.executor.replay import CallSite
+from janus.graphgen import control_flow, effects, keras_layers, pynumber, recursion, sandbox
+from janus.graphgen.context import READ_ONLY_METHODS, GenerationContext
 from janus.graphgen.control_flow import SymbolicRange, TensorList
 from janus.graphgen.errors import NeedsStaticShape, NotConvertible
+from janus.graphgen.formatted import Formatted, formatted_trial, join_fstring
 from janus.graphgen.heap import MISSING, HeapList, PyObjectRef
+from janus.graphgen.numpy_values import NumpyArray
 from janus.graphgen.pynumber import PyNumber
 from janus.graphgen.source import function_ast, location
 from janus.graphgen.values import is_plain, is_safe_operand, is_symbolic, is_user_object
-from janus.library import is_library_code, is_library_object, is_user_function
 from janus.profiler.heapreads import chain_of
+from janus.source import purity
+from janus.source.library import is_library_code, is_library_object, is_user_function
+from janus.source.purity import Effect
 
 MAX_INLINE_DEPTH = 64
 MAX_STATIC_ITERATIONS = 100_000
@@ -95,6 +101,12 @@ _PURE_BUILTINS = frozenset(
         sum, tuple, zip, type, hasattr, getattr, callable, repr, id, iter, next, map, filter,
     }
 )  # fmt: skip
+# Builtins that only look at an object's type or identity.
+_IDENTITY_BUILTINS = frozenset({isinstance, issubclass, type, callable, hasattr, getattr})
+# Builtins that make text: of a value known only at run time, the text is made after the graph ran.
+_TEXT_BUILTINS = frozenset({str, repr, format, ascii})
+# Builtins returning an iterator over what they were given (next() on it is the function's own).
+_ITERATOR_BUILTINS = frozenset({iter, enumerate, zip, map, filter, reversed})
 # Builtins that may see symbolic tensors: they only use tensor operators or identity.
 _TENSOR_SAFE_BUILTINS = frozenset(
     {abs, all, any, dict, enumerate, isinstance, len, list, tuple, sum, zip, reversed, iter, next, callable}
@@ -139,6 +151,8 @@ class Interpreter:
     def __init__(self, ctx: GenerationContext) -> None:
         self.ctx = ctx
         self.stack: list[types.CodeType] = []
+        self._local_iterators: set[int] = set()  # iterators made by this conversion: next() is safe
+        self._keep: list[object] = []  # keeps them alive so their ids stay unique
 
     # ----------------------------------------------------------------- entry points
     def call_function(self, func: types.FunctionType, args: list, kwargs: dict) -> object:
@@ -220,6 +234,9 @@ class Interpreter:
     def _stmt_Expr(self, frame: Frame, node: gast.Expr) -> None:
         if isinstance(node.value, gast.Constant):
             return  # docstring or bare literal
+        if isinstance(node.value, gast.Call):
+            self._expr_Call(frame, node.value, statement=True)  # its result is unused: it may be deferred
+            return
         self.eval(frame, node.value)
 
     def _stmt_Pass(self, frame: Frame, node: gast.Pass) -> None:
@@ -435,10 +452,10 @@ class Interpreter:
         try:
             for item in node.items:
                 manager = self.eval(frame, item.context_expr)
-                root = (type(manager).__module__ or "").split(".")[0]
-                if root not in ("tensorflow", "keras", "tf_keras") or not hasattr(manager, "__enter__"):
+                if not purity.is_graph_scope(manager):
                     raise NotConvertible(
-                        f"context manager {type(manager).__name__} is not known to janus", self.loc(frame, node)
+                        f"context manager {type(manager).__qualname__} is not known to scope only the graph",
+                        self.loc(frame, node),
                     )
                 entered = manager.__enter__()
                 managers.append(manager)
@@ -586,6 +603,8 @@ class Interpreter:
             raise NotConvertible("Python container indexed by a tensor", loc)
         if is_user_object(base):
             raise NotConvertible(f"subscript of user object {type(base).__name__}", loc)
+        if not _iterable_now(base) or isinstance(base, Formatted):
+            raise NotConvertible(f"subscript of a {type(base).__qualname__}, whose contents janus cannot guard", loc)
         return base[key]
 
     def _tensor_index(self, key: object, loc: str) -> object:
@@ -676,28 +695,41 @@ class Interpreter:
         return self._bool_op(frame, node, operands[1:])
 
     def _expr_Compare(self, frame: Frame, node: gast.Compare) -> object:
-        left = self.eval(frame, node.left)
-        result = None
-        for i, (op, right_node) in enumerate(zip(node.ops, node.comparators)):
-            right = self.eval(frame, right_node)
-            if isinstance(op, (gast.Is, gast.IsNot)) and is_symbolic(left) and is_symbolic(right):
-                raise NotConvertible("identity comparison of two tensors", self.loc(frame, node))
-            if isinstance(op, (gast.In, gast.NotIn)) and (is_symbolic(left) or is_symbolic(right)):
-                raise NotConvertible("`in` with a tensor", self.loc(frame, node))
-            if isinstance(op, (gast.Is, gast.IsNot)) and _optional_ref_vs_none(left, right):
-                ref = left if isinstance(left, PyObjectRef) else right
-                result = PyNumber((tf.equal if isinstance(op, gast.Is) else tf.not_equal)(ref.pointer, 0), bool)
-            elif isinstance(op, (gast.Is, gast.IsNot)):
-                result = _COMPARE[type(op)](left, right)
-            else:
-                result = self.operate(frame, node, _COMPARE[type(op)], left, right)
-            if i + 1 < len(node.ops):
-                if is_symbolic(result):
-                    raise NotConvertible("chained comparison of tensors", self.loc(frame, node))
-                if not result:
-                    return result
-            left = right
-        return result
+        return self._compare_chain(frame, node, self.eval(frame, node.left), 0)
+
+    def _compare_chain(self, frame: Frame, node: gast.Compare, left: object, i: int) -> object:
+        """``a < b < c`` is ``a < b and b < c`` with ``b`` evaluated once: every link that Python
+        would test is tested, at run time where a link's outcome is only known then."""
+        right = self.eval(frame, node.comparators[i])
+        result = self._compare(frame, node, node.ops[i], left, right)
+        if i + 1 == len(node.ops):
+            return result
+        if is_symbolic(result) or isinstance(result, PyNumber):
+            truth = result.tensor if isinstance(result, PyNumber) else result
+            return control_flow.convert_select(
+                self, frame, node, truth, lambda scope: self._compare_chain(scope, node, right, i + 1), lambda _: result
+            )
+        if not self.static_truth(frame, node, result):
+            return result
+        return self._compare_chain(frame, node, right, i + 1)
+
+    def _compare(self, frame: Frame, node: gast.Compare, op: gast.cmpop, left: object, right: object) -> object:
+        loc = self.loc(frame, node)
+        if isinstance(op, (gast.In, gast.NotIn)) and (is_symbolic(left) or is_symbolic(right)):
+            raise NotConvertible("`in` with a tensor", loc)
+        if not isinstance(op, (gast.Is, gast.IsNot)):
+            return self.operate(frame, node, _COMPARE[type(op)], left, right)
+        if _optional_ref_vs_none(left, right):
+            ref = left if isinstance(left, PyObjectRef) else right
+            return PyNumber((tf.equal if isinstance(op, gast.Is) else tf.not_equal)(ref.pointer, 0), bool)
+        if _has_identity_at_run_time(left) and _has_identity_at_run_time(right):
+            same = self.ctx.identity(left, right, loc)  # which objects they are is known only at run time
+            if isinstance(same, PyNumber) and isinstance(op, gast.IsNot):
+                return PyNumber(tf.logical_not(same.tensor), bool)
+            if not isinstance(same, PyNumber):
+                return same if isinstance(op, gast.Is) else not same
+            return same
+        return _COMPARE[type(op)](left, right)
 
     def _expr_IfExp(self, frame: Frame, node: gast.IfExp) -> object:
         test = _truth_value(self.eval(frame, node.test))
@@ -721,18 +753,21 @@ class Interpreter:
         return self._local_function(frame, node)
 
     def _expr_JoinedStr(self, frame: Frame, node: gast.JoinedStr) -> object:
-        parts = []
+        layout: list = []
+        values: list = []
         for value in node.values:
             if isinstance(value, gast.Constant):
-                parts.append(value.value)
+                layout.append(value.value)
                 continue
             item = self.eval(frame, value.value)
-            if not is_plain(item):
-                raise NotConvertible("f-string formats a non-constant value", self.loc(frame, node))
             spec = self.eval(frame, value.format_spec) if value.format_spec is not None else ""
-            conv = {-1: None, 115: str, 114: repr, 97: ascii}[value.conversion]
-            parts.append(format(conv(item) if conv else item, spec))
-        return "".join(parts)
+            if not isinstance(spec, str):
+                raise NotConvertible("f-string format spec known only at run time", self.loc(frame, node))
+            layout.append(({-1: None, 115: str, 114: repr, 97: ascii}[value.conversion], spec))
+            values.append(item)
+        if all(_known(v) for v in values):
+            return join_fstring(tuple(layout), *values)
+        return self._formatted(functools.partial(join_fstring, tuple(layout)), values, {}, self.loc(frame, node))
 
     def _comprehension(self, frame: Frame, node: gast.AST, produce: Callable[[Frame], None]) -> None:
         scope = Frame(frame.code, frame.func_globals, frame.cells, dict(frame.locals))
@@ -765,17 +800,34 @@ class Interpreter:
         self._comprehension(frame, node, lambda s: out.add(self.eval(s, node.elt)))
         return out
 
-    def _expr_GeneratorExp(self, frame: Frame, node: gast.GeneratorExp) -> object:
-        out: list = []
-        self._comprehension(frame, node, lambda s: out.append(self.eval(s, node.elt)))
-        return iter(out)
+    def _expr_GeneratorExp(self, frame: Frame, node: gast.GeneratorExp) -> Iterator[object]:
+        """Lazy, as in Python: each item is converted when the consumer asks for it, so ``any()``
+        stops early and the side effects of the items it never reached do not happen."""
+        scope = Frame(frame.code, frame.func_globals, frame.cells, dict(frame.locals))
+        first = node.generators[0]
+        outer = self.iterate(scope, first, self.eval(scope, first.iter))  # evaluated at once, as in Python
+
+        def items(generators: list, source: Iterator[object] | None) -> Iterator[object]:
+            if not generators:
+                yield self.eval(scope, node.elt)
+                return
+            gen = generators[0]
+            for item in source if source is not None else self.iterate(scope, gen, self.eval(scope, gen.iter)):
+                self.assign(scope, gen.target, item)
+                if all(self.static_truth(scope, gen, self._static(scope, cond)) for cond in gen.ifs):
+                    yield from items(generators[1:], None)
+
+        lazy = items(node.generators, outer)
+        self._local_iterators.add(id(lazy))
+        self._keep.append(lazy)
+        return lazy
 
     def _expr_DictComp(self, frame: Frame, node: gast.DictComp) -> object:
         out: dict = {}
         self._comprehension(frame, node, lambda s: out.__setitem__(self.eval(s, node.key), self.eval(s, node.value)))
         return out
 
-    def _expr_Call(self, frame: Frame, node: gast.Call) -> object:
+    def _expr_Call(self, frame: Frame, node: gast.Call, statement: bool = False) -> object:
         callee = self.eval(frame, node.func)
         args = list(self._elements(frame, node.args))
         kwargs = {}
@@ -787,10 +839,16 @@ class Interpreter:
                 kwargs.update(value)
             else:
                 kwargs[kw.arg] = value
-        return self.call(frame, node, callee, args, kwargs)
+        return self.call(frame, node, callee, args, kwargs, statement)
 
     # ----------------------------------------------------------------- calls
-    def call(self, frame: Frame, node: gast.AST, callee: object, args: list, kwargs: dict) -> object:
+    def call(
+        self, frame: Frame, node: gast.AST, callee: object, args: list, kwargs: dict, statement: bool = False
+    ) -> object:
+        """Converts a call: user code is inlined, library code is classified (``janus.source.purity``).
+
+        ``statement``: the call's result is unused, so a call made only for its effect may be deferred.
+        """
         loc = self.loc(frame, node)
         if isinstance(callee, LocalFunction):
             return self._call_local(callee, args, kwargs)
@@ -800,7 +858,9 @@ class Interpreter:
         if callee is functools.partial:  # building a partial runs nothing; calling it is inlined below
             return functools.partial(*args, **kwargs)
         if isinstance(callee, functools.partial):
-            return self.call(frame, node, callee.func, [*callee.args, *args], {**callee.keywords, **kwargs})
+            return self.call(frame, node, callee.func, [*callee.args, *args], {**callee.keywords, **kwargs}, statement)
+        if isinstance(callee, Formatted) or _is_value_kind(callee):
+            raise NotConvertible(f"call of a {type(callee).__name__} value", loc)
         wrapped = getattr(callee, "__wrapped__", None)
         if wrapped is not None and is_user_function(inspect.unwrap(callee)) and not is_user_function(callee):
             raise NotConvertible(f"library wrapper around user function {wrapped.__qualname__}", loc)
@@ -811,21 +871,89 @@ class Interpreter:
         if getattr(callee, "__self__", None) is builtins or (
             isinstance(callee, type) and callee.__module__ == "builtins"
         ):
-            return self._call_builtin(callee, args, kwargs, loc)
+            return self._call_builtin(frame, node, callee, args, kwargs, loc)
         container = callee.__self__ if isinstance(callee, types.BuiltinMethodType) else None
         if type(container) in (list, dict, set) and self.ctx.mutate_container(
             container, callee.__name__, tuple(args), loc
         ):
             return None
-        if keras_layers.is_keras_layer(callee):
-            return self._call_keras_layer(callee, args, kwargs, loc)
         call_impl = None if isinstance(callee, type) else inspect.getattr_static(type(callee), "__call__", None)
         if isinstance(call_impl, types.FunctionType) and not is_library_code(call_impl.__code__):
             self.ctx.guard_class_attribute(type(callee), "__call__", call_impl, loc)  # a user object with __call__
             return self.call_function(call_impl, [callee, *args], kwargs)
+        if keras_layers.is_keras_layer(callee):
+            return self._call_keras_layer(callee, args, kwargs, loc)
         if not is_library_object(callee):
             kind = "class" if isinstance(callee, type) else type(callee).__name__
             raise NotConvertible(f"call of user {kind} {getattr(callee, '__qualname__', '')}".rstrip(), loc)
+        verdict = purity.classify(callee)
+        if verdict.effect is Effect.REFUSED:
+            raise NotConvertible(verdict.reason, loc)
+        if verdict.effect is Effect.CONVERTED:
+            return verdict.answer(*args, **kwargs)
+        if verdict.effect is Effect.DEFERRED:
+            return self._defer(frame, node, verdict, callee, args, kwargs, statement)
+        if verdict.effect is Effect.PURE:
+            return self._call_pure(verdict, callee, args, kwargs, loc)
+        return self._call_graph_library(callee, args, kwargs, loc)
+
+    def _defer(
+        self, frame: Frame, node: gast.AST, verdict: purity.Verdict, callee: object, args: list, kwargs: dict,
+        statement: bool,
+    ) -> None:  # fmt: skip
+        loc = self.loc(frame, node)
+        if not statement:
+            raise NotConvertible(f"the result of {verdict.name}() is used (janus defers that call)", loc)
+        site = CallSite(frame.code.co_filename, node.lineno, frame.code.co_name, frame.func_globals)
+        fn, args, kwargs = effects.deferred_call(callee, args, kwargs, site, loc)
+        args = [self._runtime_value(v, loc) for v in args]
+        kwargs = {k: self._runtime_value(v, loc) for k, v in kwargs.items()}
+        self.ctx.defer_call(fn, tuple(args), kwargs, loc)
+        self.ctx.note(f"{verdict.name}() at {loc} is deferred: made after the graph ran, with its values")
+        return None
+
+    def _runtime_value(self, value: object, loc: str) -> object:
+        """A value a deferred call or formatting may hold: materialised after the graph ran."""
+        if isinstance(value, HeapList):
+            return value.materialize()
+        if isinstance(value, NumpyArray):
+            return self.ctx.array_object(value, loc)
+        if isinstance(value, (TensorList, SymbolicRange, LocalFunction)) or _is_value_kind(value):
+            raise NotConvertible(f"a {type(value).__name__} handed to a deferred call", loc)
+        return value
+
+    def _call_pure(self, verdict: purity.Verdict, callee: object, args: list, kwargs: dict, loc: str) -> object:
+        """A call with no effect: run now on values known while generating."""
+        owner = getattr(callee, "__self__", None)
+        values = (*args, *kwargs.values())
+        if id(owner) in self.ctx.foreign and callee.__name__ not in READ_ONLY_METHODS:
+            raise NotConvertible(f"{verdict.name}() changes a container that a library object holds", loc)
+        if isinstance(owner, (list, dict, set, tuple)) and not self.ctx.is_heap_container(owner):
+            if any(isinstance(v, (TensorList, LocalFunction)) or _is_value_kind(v) for v in values):
+                raise NotConvertible(f"{verdict.name}() of a value known only at run time", loc)
+            return callee(*args, **kwargs)  # a method of a local container: stores, never inspects, items
+        if type(owner) in (str, bytes) and not all(_known(v) for v in values):
+            if callee.__name__ not in ("format", "format_map", "join", "__mod__"):
+                raise NotConvertible(f"{verdict.name}() of a value known only at run time", loc)
+            return self._formatted(callee, args, kwargs, loc)
+        if not all(_known(v) for v in values) or not _known(owner if owner is not None else None):
+            raise NotConvertible(f"{verdict.name}() of a value known only at run time", loc)
+        return callee(*args, **kwargs)
+
+    def _formatted(self, make: Callable, args: list, kwargs: dict, loc: str) -> Formatted:
+        if self.ctx.region_depth:
+            raise NotConvertible("text formatted from tensors inside tf.cond/tf.while_loop", loc)
+        args = [self._runtime_value(v, loc) for v in args]
+        kwargs = {k: self._runtime_value(v, loc) for k, v in kwargs.items()}
+        formatted = Formatted(make, tuple(args), kwargs)
+        try:  # whether eager's formatting raises depends on dtypes and shapes, known now
+            formatted_trial(formatted)
+        except (TypeError, ValueError) as err:
+            raise NotConvertible(f"formatting raises {type(err).__name__} in eager: {err}", loc) from None
+        return formatted
+
+    def _call_graph_library(self, callee: object, args: list, kwargs: dict, loc: str) -> object:
+        """TensorFlow/Keras on symbolic tensors, in the sandbox that refuses user code."""
         if any(isinstance(v, TensorList) for v in (*args, *kwargs.values())):
             return self._tensor_list_call(callee, args, kwargs, loc)
         args = [self._library_value(v, loc) for v in args]
@@ -833,7 +961,8 @@ class Interpreter:
         for value in (*args, *kwargs.values()):
             self.ctx.check_library_argument(value, loc)
         label = getattr(callee, "__qualname__", None) or type(callee).__qualname__
-        result = self.ctx.record_call(label, callee, tuple(args), kwargs, loc)
+        with sandbox.library_call(label, loc):
+            result = self.ctx.record_call(label, callee, tuple(args), kwargs, loc)
         hvd = distributed.horovod()
         if hvd is not None and distributed.is_plain_tape_gradient(callee):  # data-parallel: average here
             result = self.ctx.record_call("hvd.allreduce", distributed.average, (result, hvd), {}, loc)
@@ -841,6 +970,8 @@ class Interpreter:
 
     def _call_keras_layer(self, layer: object, args: list, kwargs: dict, loc: str) -> object:
         """Keras's ``__call__`` runs; the ``call`` of every user layer within is converted."""
+        self.ctx.guard_keras_state(layer, loc)
+        args = [tf.convert_to_tensor(v) if isinstance(v, NumpyArray) else v for v in args]  # as Keras converts
         args = [self._library_value(v, loc) for v in args]
         kwargs = {k: self._library_value(v, loc) for k, v in kwargs.items()}
         for value in (*args, *kwargs.values()):
@@ -848,7 +979,8 @@ class Interpreter:
         with keras_layers.converted_calls(layer, self.call_function) as converted:
             for user_layer, fn in converted:  # the converted code stays right only while `call` is this one
                 self.ctx.guard_class_attribute(type(user_layer), "call", fn, loc)
-            return self.ctx.record_call(type(layer).__name__, layer, tuple(args), kwargs, loc)
+            with sandbox.library_call(type(layer).__name__, loc):
+                return self.ctx.record_call(type(layer).__name__, layer, tuple(args), kwargs, loc)
 
     @staticmethod
     def _materialized(value: object) -> object:
@@ -882,20 +1014,30 @@ class Interpreter:
             return stacked
         raise NotConvertible("a list built in a converted loop passed to a library call other than stack/concat", loc)
 
-    def _call_builtin(self, callee: Callable, args: list, kwargs: dict, loc: str) -> object:
+    def _call_builtin(
+        self, frame: Frame, node: gast.AST, callee: Callable, args: list, kwargs: dict, loc: str
+    ) -> object:
         if callee is len and len(args) == 1 and isinstance(args[0], PyObjectRef) and args[0].cls is list:
             return self.ctx.heap_len(args[0], loc)
-        if callee is print:
-            self.ctx.log_print(tuple(self._materialized(a) for a in args), kwargs, loc)
-            return None
+        if callee is print:  # returns None, as eager's does: deferred wherever it stands
+            return self._defer(frame, node, purity.Verdict(Effect.DEFERRED, "print"), print, args, kwargs, True)
         args = [self._materialized(a) for a in args]
+        values = (*args, *kwargs.values())
+        if callee in _TEXT_BUILTINS and not all(_known(v) for v in values):
+            return self._formatted(callee, args, kwargs, loc)  # str(t), repr(t), format(t, spec): after the run
         if callee not in _PURE_BUILTINS:
             raise NotConvertible(f"builtin {callee.__name__}() is not converted", loc)
-        values = (*args, *kwargs.values())
         if callee not in (isinstance, issubclass, type, id, callable) and any(_holds_user_object(v) for v in values):
             raise NotConvertible(f"{callee.__name__}() of a user object (its methods would run)", loc)
+        tensors = any(isinstance(v, (EagerTensor, tf.Variable)) for v in values)
+        if tensors and callee not in _IDENTITY_BUILTINS and callee is not len:  # len() reads the guarded shape
+            raise NotConvertible(f"{callee.__name__}() reads the value of a tensor known only at run time", loc)
         if callee is isinstance and len(args) == 2 and is_symbolic(args[0]):
             return issubclass(EagerTensor, args[1])  # what the eager value would answer
+        if len(args) == 1 and isinstance(args[0], NumpyArray) and callee in (len, type):
+            return callee(args[0].sample)  # its type and shape are guarded
+        if callee is isinstance and len(args) == 2 and isinstance(args[0], NumpyArray):
+            return issubclass(np.ndarray, args[1])
         if any(isinstance(v, LocalFunction) for v in values):
             raise NotConvertible(f"{callee.__name__}() of a local function", loc)
         if callee is range and any(is_symbolic(v) or isinstance(v, PyNumber) for v in args) and not kwargs:
@@ -907,13 +1049,35 @@ class Interpreter:
             raise NotConvertible(f"{callee.__name__}() of a list built in a converted loop", loc)
         if any(isinstance(v, PyNumber) for v in values):
             raise NotConvertible(f"{callee.__name__}() of a Python number unknown while generating", loc)
+        if any(isinstance(v, Formatted) or _is_value_kind(v) for v in values):
+            raise NotConvertible(f"{callee.__name__}() of text or a value known only after the graph ran", loc)
         if any(is_symbolic(v) for v in values) and callee not in _TENSOR_SAFE_BUILTINS:
             raise NotConvertible(f"{callee.__name__}() of a tensor needs its value", loc)
         if callee is len and args and is_symbolic(args[0]):
             dim = args[0].shape[0] if args[0].shape.rank else None
             if dim is None:
                 raise NeedsStaticShape("len() of a tensor with unknown first dimension", loc)
-        return callee(*args, **kwargs)
+        if callee in (any, all) and len(args) == 1 and not kwargs and not is_symbolic(args[0]):
+            return self._any_all(frame, node, callee is any, args[0], loc)
+        if callee is next:
+            if not args or id(args[0]) not in self._local_iterators:
+                raise NotConvertible("next() of an iterator that lives outside the function (its position)", loc)
+        elif callee not in _IDENTITY_BUILTINS and not all(_iterable_now(v) for v in args):
+            culprit = next(type(v).__qualname__ for v in args if not _iterable_now(v))
+            raise NotConvertible(f"{callee.__name__}() of a {culprit}, whose contents janus cannot guard", loc)
+        result = callee(*args, **kwargs)
+        if callee in _ITERATOR_BUILTINS:
+            self._local_iterators.add(id(result))
+            self._keep.append(result)
+        return result
+
+    def _any_all(self, frame: Frame, node: gast.AST, is_any: bool, iterable: object, loc: str) -> bool:
+        for item in self.iterate(frame, node, iterable):
+            if is_symbolic(item) or isinstance(item, PyNumber):
+                raise NotConvertible(f"{'any' if is_any else 'all'}() of values known only at run time", loc)
+            if self.static_truth(frame, node, item) == is_any:
+                return is_any
+        return not is_any
 
     def _local_function(self, frame: Frame, node: gast.AST) -> LocalFunction:
         defaults = [self.eval(frame, d) for d in node.args.defaults]
@@ -937,6 +1101,16 @@ class Interpreter:
     # ----------------------------------------------------------------- helpers
     def operate(self, frame: Frame, node: gast.AST, op: Callable, *operands: object) -> object:
         loc = self.loc(frame, node)
+        if any(isinstance(v, NumpyArray) for v in operands) and not any(
+            isinstance(v, (tf.Tensor, tf.Variable)) for v in operands
+        ):
+            raise NotConvertible("NumPy arithmetic on an array fed by value (its data is read at run time)", loc)
+        if op in _INPLACE.values() and id(operands[0]) in self.ctx.foreign:
+            raise NotConvertible("augmented assignment to a container that a library object holds", loc)
+        if op in (operator.mod, operator.imod) and isinstance(operands[0], str) and not _known(operands[1]):
+            return self._formatted(operator.mod, list(operands), {}, loc)  # "%s" % t: text after the run
+        if any(isinstance(v, Formatted) or _is_value_kind(v) for v in operands):
+            raise NotConvertible("an operator on text or a value known only after the graph ran", loc)
         if pynumber.involves(operands):
             return pynumber.operate(op, operands, lambda d: self.ctx.assert_nonzero(d, loc), loc)
         if all(is_plain(v) for v in operands):
@@ -959,6 +1133,8 @@ class Interpreter:
             raise NotConvertible(f"iteration over user object {type(value).__name__}", loc)
         if isinstance(value, (EagerTensor, tf.Variable)):
             raise NotConvertible("iteration over an eager tensor read from the heap", loc)
+        if not _iterable_now(value):
+            raise NotConvertible(f"iteration over a {type(value).__qualname__}, whose contents janus cannot guard", loc)
         return iter(value)
 
     def static_truth(self, frame: Frame, node: gast.AST, value: object) -> bool:
@@ -968,6 +1144,8 @@ class Interpreter:
             raise NotConvertible("truth value of a user object", self.loc(frame, node))
         if isinstance(value, (EagerTensor, tf.Variable)):
             raise NotConvertible("truth value of a tensor read from the heap", self.loc(frame, node))
+        if isinstance(value, Formatted) or _is_value_kind(value) or not _iterable_now(value):
+            raise NotConvertible(f"truth value of a {type(value).__qualname__}", self.loc(frame, node))
         return bool(value)
 
     def loc(self, frame: Frame, node: gast.AST) -> str:
@@ -1006,6 +1184,35 @@ def _holds_user_object(value: object) -> bool:
     if type(value) is dict:
         return any(_holds_user_object(k) or _holds_user_object(v) for k, v in value.items())
     return not isinstance(value, (LocalFunction, type)) and is_user_object(value)
+
+
+def _known(value: object) -> bool:
+    """A value known while generating, whose text and arithmetic Python may compute now."""
+    if value is None or is_plain(value):
+        return True
+    if type(value) in (list, tuple, set, frozenset):
+        return all(_known(v) for v in value)
+    if type(value) is dict:
+        return all(_known(k) and _known(v) for k, v in value.items())
+    return False
+
+
+def _iterable_now(value: object) -> bool:
+    """A value whose contents (length, items, truth) Python may read while generating: builtin
+    containers and iterators over them, and TensorFlow's static descriptions (shapes, dtypes)."""
+    if type(value).__module__ == "builtins" or is_plain(value):
+        return True
+    return isinstance(value, (tf.Tensor, tf.Variable, tf.TensorShape, tf.DType)) or is_user_object(value)
+
+
+def _has_identity_at_run_time(value: object) -> bool:
+    """A tensor or array whose object, in eager, is whatever the caller or the heap holds."""
+    return isinstance(value, (tf.Tensor, tf.Variable, NumpyArray))
+
+
+def _is_value_kind(value: object) -> bool:
+    """janus's own stand-ins for values known only at run time (a heap object, a loop's list)."""
+    return isinstance(value, (PyObjectRef, TensorList, SymbolicRange))
 
 
 def _always_raises(block: list) -> bool:

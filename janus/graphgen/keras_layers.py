@@ -16,13 +16,20 @@ import types
 from collections.abc import Callable, Iterator
 
 from janus.graphgen.errors import NotConvertible
-from janus.library import is_library_code
+from janus.source.library import is_library_code
 
 _MISSING = object()
 
 
 def is_keras_layer(obj: object) -> bool:
     return any(k.__name__ == "Layer" and k.__module__.split(".")[0] in ("keras", "tf_keras") for k in type(obj).__mro__)
+
+
+def state_fingerprint(layer: object) -> tuple:
+    """What a Keras layer's call and its variable lists depend on besides its inputs: the layers
+    within it and their ``trainable`` flags (a GAN freezing its discriminator, a frozen
+    BatchNormalization, a block appended to a model's list of layers). Guarded before each call."""
+    return tuple((id(sub), sub.trainable) for sub in _layers_within(layer))
 
 
 def user_call(layer: object) -> types.FunctionType | None:

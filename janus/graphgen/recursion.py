@@ -42,9 +42,9 @@ from janus.graphgen.pynumber import PyNumber
 from janus.graphgen.source import location
 from janus.graphgen.specs import merge_shapes
 from janus.graphgen.values import is_symbolic, is_user_object
-from janus.library import is_library_class
 from janus.ops.assert_op import _ops
 from janus.profiler.observe import ScalarObs, SeqObs, TensorObs
+from janus.source.library import is_library_class
 
 _names = itertools.count(1)
 MAX_SAMPLES = 20_000  # tree nodes scanned for attribute types while generating

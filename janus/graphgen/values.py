@@ -9,7 +9,7 @@ import tensorflow as tf
 from tensorflow.python.framework.ops import EagerTensor
 
 from janus.graphgen.pynumber import PyNumber
-from janus.library import is_library_class, is_library_object, is_user_function
+from janus.source.library import is_library_class, is_library_object, is_user_function
 
 PLAIN_SCALARS = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis), slice)
 PLAIN_CONTAINERS = (tuple, list, dict, set, frozenset, range)

@@ -11,12 +11,12 @@ import sys
 import threading
 import types
 
-from janus.library import is_library_code
 from janus.profiler.branches import BranchWatcher, branch_sites
 from janus.profiler.heapreads import is_resolved, reads_by_line, resolve
 from janus.profiler.loops import TripCounter, loop_sites
 from janus.profiler.observe import observe, observe_read
 from janus.profiler.profile import RETURN_SAMPLES, CallRecord, Profile
+from janus.source.library import is_library_code
 
 _active = threading.local()
 

@@ -12,7 +12,7 @@ import os
 import sysconfig
 import types
 
-_JANUS_DIR = os.path.dirname(os.path.abspath(__file__))
+_JANUS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _LIBRARY_MODULE_ROOTS = frozenset(
     {"tensorflow", "keras", "tf_keras", "numpy", "builtins", "math", "operator", "functools"}
 )
@@ -71,10 +71,21 @@ def is_library_class(cls: type) -> bool:
     for klass in cls.__mro__:
         if _module_root(klass) in _LIBRARY_MODULE_ROOTS:
             continue
-        try:
-            file = inspect.getfile(klass)
-        except (TypeError, OSError):
-            continue  # builtin types
-        if not is_library_file(file):
+        file = _class_file(klass)
+        if file is not None and not is_library_file(file):
             return False
     return True
+
+
+def _class_file(klass: type) -> str | None:
+    """The file defining ``klass``; None for builtin types. A class whose module is not in
+    ``sys.modules`` (loaded by ``importlib`` from a path) is found through its methods' code."""
+    try:
+        return inspect.getfile(klass)
+    except (TypeError, OSError):
+        pass
+    for value in vars(klass).values():
+        code = getattr(getattr(value, "__func__", value), "__code__", None)
+        if isinstance(code, types.CodeType):
+            return code.co_filename
+    return None

@@ -1,0 +1,96 @@
+"""Library calls made while generating run in a sandbox: if they reach user code, janus stops.
+
+TensorFlow and Keras callables run on symbolic tensors while a graph is built. Some of them call
+back into user code: a Keras layer whose class overrides ``__call__``, ``Dense(activation=f)``
+with ``f`` a user function, a user property that Keras reads. Run now, such code would run once
+and be baked into the graph. The sandbox watches the calls a library callable makes (a profile
+hook, for this thread and only while generating) and stops the generation at the first frame of
+user code, before its first line runs, so nothing of it happens. It also stops at an op-seeded
+stateful random op, whose stream lives in eager's kernel cache and cannot continue in a graph.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import types
+from collections.abc import Iterator
+
+from janus.graphgen.errors import NotConvertible
+from janus.source.library import is_library_file
+
+
+class _UserCodeReached(BaseException):
+    """Raised into the user frame about to run (a BaseException: library code must not swallow it)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+
+
+_library_codes: dict[types.CodeType, bool] = {}
+_GET_SEED = None
+_LEGACY_SEED = None
+
+
+def _is_user_code(code: types.CodeType) -> bool:
+    known = _library_codes.get(code)
+    if known is None:
+        filename = code.co_filename
+        known = filename.startswith("<") or is_library_file(filename)
+        _library_codes[code] = known
+    return not known
+
+
+def _op_seed_code() -> types.CodeType:
+    from tensorflow.python.framework import random_seed
+
+    return random_seed.get_seed.__code__
+
+
+def _legacy_seed_code() -> types.CodeType | None:
+    """tf_keras's ``RandomGenerator.make_legacy_seed``: counts a Python seed up per random op."""
+    module = sys.modules.get("tf_keras.src.backend")
+    generator = getattr(module, "RandomGenerator", None)
+    return getattr(getattr(generator, "make_legacy_seed", None), "__code__", None)
+
+
+@contextlib.contextmanager
+def library_call(label: str, loc: str) -> Iterator[None]:
+    """Runs a library call that must not reach user code or op-seeded RNG; else NotConvertible."""
+    global _GET_SEED, _LEGACY_SEED
+    if _GET_SEED is None:
+        _GET_SEED = _op_seed_code()
+    if _LEGACY_SEED is None:
+        _LEGACY_SEED = _legacy_seed_code()
+    get_seed, legacy_seed = _GET_SEED, _LEGACY_SEED
+    violation: list[str] = []
+
+    def hook(frame: types.FrameType, event: str, arg: object) -> None:
+        if event != "call":
+            return
+        code = frame.f_code
+        if code is legacy_seed:
+            if getattr(frame.f_locals.get("self"), "_seed", None) is not None:
+                violation.append("a seeded Keras random layer (its Python seed counter would advance)")
+                raise _UserCodeReached(violation[-1])
+            return
+        if code is get_seed:
+            if frame.f_locals.get("op_seed") is not None:
+                violation.append("an op-seeded stateful random op (its stream lives in eager's kernel cache)")
+                raise _UserCodeReached(violation[-1])
+            return
+        if _is_user_code(code):
+            violation.append(f"user code {code.co_qualname if hasattr(code, 'co_qualname') else code.co_name}")
+            raise _UserCodeReached(violation[-1])
+
+    previous = sys.getprofile()
+    sys.setprofile(hook)
+    try:
+        yield
+    except _UserCodeReached:
+        pass
+    finally:
+        sys.setprofile(previous)
+    if violation:
+        raise NotConvertible(f"{label}() would run {violation[0]} while the graph is built", loc)

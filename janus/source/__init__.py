@@ -1,0 +1,1 @@
+"""What janus knows about code before converting it: library versus user code, and purity."""
