@@ -7,7 +7,11 @@ floats equal within rtol 1e-5.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import contextlib
+import io
+import logging
+import warnings
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import tensorflow as tf
@@ -50,11 +54,42 @@ def assert_same(expected: object, actual: object, where: str = "result") -> None
         assert actual == expected, f"{where}: {actual!r} != {expected!r}"
 
 
-def _outcome(fn: Callable, args: tuple, kwargs: dict) -> tuple[str, object]:
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[tuple] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not record.name.startswith("janus"):
+            self.records.append((record.name, record.levelname, record.getMessage()))
+
+
+@contextlib.contextmanager
+def captured_effects() -> Iterator[dict]:
+    """Captures what a call prints, warns and logs (janus's own log records excepted)."""
+    effects: dict = {}
+    handler = _Records()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    out = io.StringIO()
     try:
-        return "ok", fn(*args, **kwargs)
-    except Exception as exc:  # noqa: BLE001 - the exception type is part of the behaviour
-        return "raised", type(exc)
+        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out):
+            warnings.simplefilter("default")
+            yield effects
+    finally:
+        root.removeHandler(handler)
+    effects["stdout"] = out.getvalue()
+    effects["warnings"] = [(w.category.__name__, str(w.message)) for w in caught]
+    effects["logs"] = handler.records
+
+
+def _outcome(fn: Callable, args: tuple, kwargs: dict) -> tuple[str, object, dict]:
+    with captured_effects() as effects:
+        try:
+            outcome = ("ok", fn(*args, **kwargs))
+        except Exception as exc:  # noqa: BLE001 - the exception type is part of the behaviour
+            outcome = ("raised", type(exc))
+    return (*outcome, effects)
 
 
 Call = tuple | tuple[tuple, dict]
@@ -71,7 +106,8 @@ def run_differential(
     """Runs ``make()``'s program eagerly and under janus over ``calls``, comparing everything.
 
     ``make`` returns ``(function, state)``; ``state()`` snapshots whatever Python/TF state
-    the program touches. It is called twice so each mode has its own state.
+    the program touches. It is called twice so each mode has its own state. What each call
+    prints, warns (``warnings.warn``) and logs (``logging``) must be the same too.
     """
     eager_fn, eager_state = make()
     raw_fn, jit_state = make()
@@ -83,6 +119,7 @@ def run_differential(
         actual = _outcome(jitted, args, kw)
         assert actual[0] == expected[0], f"call {n}: eager {expected}, janus {actual}"
         assert_same(expected[1], actual[1], f"call {n} result")
+        assert actual[2] == expected[2], f"call {n}: effects differ: eager {expected[2]}, janus {actual[2]}"
         assert_same(eager_state(), jit_state(), f"call {n} state")
     stats = janus.stats(jitted)
     assert stats["graph_calls"] >= min_graph_calls, f"graphs served too few calls: {stats}\n{janus.explain(jitted)}"
