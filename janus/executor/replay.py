@@ -34,6 +34,27 @@ def warn(site: CallSite, message: object, category: type | None = None, stacklev
     warnings.warn_explicit(message, category, site.filename, site.lineno, module, registry, site.module_globals, source)
 
 
+def raises(category: type) -> bool:
+    """Whether a warnings filter would turn a ``category`` warning into an exception (a superset:
+    the message, module and line of a filter are not matched)."""
+    return any(action == "error" and issubclass(category, cat) for action, _, cat, _, _ in warnings.filters)
+
+
+def recording_is_callable() -> bool:
+    """``tf.summary.record_if(fn)`` is in force: its condition is evaluated when a summary is written."""
+    from tensorflow.python.ops import summary_ops_v2
+
+    return callable(getattr(summary_ops_v2._summary_state, "is_recording", None))
+
+
+def default_step_kind() -> object:
+    """The default ``tf.summary`` step as far as a graph depends on it: a variable by identity."""
+    import tensorflow as tf
+
+    step = tf.summary.experimental.get_step()
+    return id(step) if isinstance(step, tf.Variable) else type(step)
+
+
 LEVELS = {
     "debug": logging.DEBUG,
     "info": logging.INFO,

@@ -557,10 +557,22 @@ class GenerationContext:
         if isinstance(base, types.ModuleType):
             value = getattr(base, attr)
             if is_library_object(base) or path is None:
+                if not isinstance(value, _STABLE_MODULE_ATTRIBUTES):  # sys.stderr, a module-level setting
+                    key = f"{base.__name__}.{attr}@{loc}"
+                    if self.failed(key):  # rebound between calls: read where a deferred call needs it
+                        return LateRead(base, attr)
+                    expr = f"{self.const(base)}.{attr} is {self.const(value)}"
+                    self.guard(key, expr, f"{base.__name__}.{attr} is unchanged", loc)
                 return value
             return self.read_heap(value, f"{path}.{attr}", f"attribute {attr}", loc, profiled)
         if isinstance(base, Formatted):
             raise NotConvertible("attribute of text made only after the graph ran", loc)
+        if isinstance(base, HeapList):
+            if attr in ("append", "extend"):
+                return getattr(base, attr)  # logged, replayed after the graph
+            if attr in READ_ONLY_METHODS:
+                return getattr(base.materialize(), attr)
+            raise NotConvertible(f"list.{attr}() on a list that lives on the heap", loc)
         if isinstance(base, NumpyArray):
             if attr in ("shape", "dtype", "ndim"):
                 return getattr(base, attr)  # guarded
@@ -741,6 +753,18 @@ class GenerationContext:
         return result
 
 
+@dataclasses.dataclass(frozen=True)
+class LateRead:
+    """``module.attr`` that changes between calls (``sys.stderr`` under a redirect): read when the
+    deferred call that receives it is made. Any other use needs it now and is refused."""
+
+    module: types.ModuleType
+    attr: str
+
+    def read(self) -> object:
+        return getattr(self.module, self.attr)
+
+
 def _is_list(value: object) -> bool:
     """A list, or a library's tracking list (Keras's ``TrackedList``, TF's ``ListWrapper``)."""
     return type(value) is list or isinstance(value, list) and is_library_class(type(value))
@@ -797,6 +821,10 @@ def _describe(value: object) -> str:
 
 
 _MISSING = object()
+# What a library module's attributes usually hold, never rebound in practice: not guarded.
+_STABLE_MODULE_ATTRIBUTES = (
+    types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType, types.MethodType, np.ufunc,
+)  # fmt: skip
 _LIB_CODE = tf.constant.__code__ if hasattr(tf.constant, "__code__") else None
 READ_ONLY_METHODS = frozenset(
     {"copy", "count", "index", "get", "keys", "values", "items", "__getitem__", "__contains__", "__len__"}

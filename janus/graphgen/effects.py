@@ -8,7 +8,9 @@ user's line (``janus.executor.replay``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import inspect
 import logging
 import types
 import warnings
@@ -19,28 +21,76 @@ from janus.graphgen.errors import NotConvertible
 from janus.graphgen.values import is_plain
 
 
-def deferred_call(
-    callee: object, args: list, kwargs: dict, site: replay.CallSite, loc: str
-) -> tuple[Callable, list, dict]:
-    """``(function, args, kwargs)`` that the commit calls in place of ``callee(*args, **kwargs)``."""
+@dataclasses.dataclass
+class Deferred:
+    """What the commit calls in place of the user's call, and what must hold for that to be eager's."""
+
+    fn: Callable
+    args: list
+    kwargs: dict
+    guards: list[tuple[Callable[[], object], object, str]] = dataclasses.field(default_factory=list)
+    # (probe, value it had while generating, description): prepare() checks probe() == value
+
+
+def deferred_call(callee: object, args: list, kwargs: dict, site: replay.CallSite, loc: str) -> Deferred:
+    """The deferred form of ``callee(*args, **kwargs)``, or NotConvertible."""
     if callee is print:
-        if set(kwargs) - {"sep", "end"}:
-            raise NotConvertible("print() to a file or with flush is not deferred", loc)
-        return print, args, kwargs
+        if set(kwargs) - {"sep", "end", "file", "flush"}:
+            raise NotConvertible("print() with these arguments is not deferred", loc)
+        return Deferred(print, args, kwargs)
     if callee is warnings.warn:
-        stacklevel = kwargs.get("stacklevel", args[2] if len(args) > 2 else 1)
-        if stacklevel != 1 or len(args) > 3 or set(kwargs) - {"category", "stacklevel"}:
-            raise NotConvertible("warnings.warn() with a stacklevel other than 1 is not deferred", loc)
-        return functools.partial(replay.warn, site), args, kwargs
+        return _deferred_warning(args, kwargs, site, loc)
     owner = getattr(callee, "__self__", None)
     if isinstance(owner, logging.Logger) or (isinstance(callee, types.FunctionType) and callee.__module__ == "logging"):
         return _deferred_log(callee, owner, args, kwargs, site, loc)
-    return callee, args, kwargs  # tf.summary: called as it is, in the caller's summary context
+    return _deferred_summary(callee, args, kwargs, loc)
 
 
-def _deferred_log(
-    callee: object, owner: object, args: list, kwargs: dict, site: replay.CallSite, loc: str
-) -> tuple[Callable, list, dict]:
+def _deferred_warning(args: list, kwargs: dict, site: replay.CallSite, loc: str) -> Deferred:
+    bound = inspect.signature(replay.warn).bind(site, *args, **kwargs).arguments
+    if bound.get("stacklevel", 1) != 1:
+        raise NotConvertible("warnings.warn() with a stacklevel other than 1 is not deferred", loc)
+    message, category = bound["message"], bound.get("category")
+    if isinstance(message, Warning):
+        category = type(message)
+    if category is None:
+        category = UserWarning
+    if not (isinstance(category, type) and issubclass(category, Warning)):
+        raise NotConvertible("warnings.warn() with a category known only at run time", loc)
+    probe = functools.partial(replay.raises, category)
+    if probe():  # a filter turns it into an exception: raised after the graph ran, too late
+        raise NotConvertible(f"a warnings filter turns {category.__name__} into an error", loc)
+    return Deferred(functools.partial(replay.warn, site), args, kwargs, [(probe, False, "no warnings filter errors")])
+
+
+def _deferred_summary(callee: object, args: list, kwargs: dict, loc: str) -> Deferred:
+    """A ``tf.summary`` write replayed in the caller's summary context: its step and recording
+    condition must be the ones eager would read at the call."""
+    import tensorflow as tf
+    from tensorflow.python.ops import summary_ops_v2
+
+    if callable(getattr(summary_ops_v2._summary_state, "is_recording", None)):
+        raise NotConvertible("tf.summary.record_if() with a function: janus cannot evaluate it at the call", loc)
+    guards = [(replay.recording_is_callable, False, "tf.summary.record_if() is not given a function")]
+    name = getattr(callee, "__name__", "")
+    if name == "set_step":
+        return Deferred(callee, args, kwargs, guards)  # a variable is set as itself, as eager does
+    try:
+        bound = inspect.signature(callee).bind(*args, **kwargs)
+    except TypeError:
+        raise NotConvertible(f"tf.summary.{name}() with arguments that do not bind", loc) from None
+    if "step" in inspect.signature(callee).parameters:
+        step = bound.arguments.get("step")
+        if step is None:
+            default = tf.summary.experimental.get_step()
+            guards.append((replay.default_step_kind, replay.default_step_kind(), "the default summary step"))
+            step = default
+        if isinstance(step, tf.Variable):
+            bound.arguments["step"] = step.read_value()  # its value at the call, as eager reads it
+    return Deferred(callee, list(bound.args), dict(bound.kwargs), guards)
+
+
+def _deferred_log(callee: object, owner: object, args: list, kwargs: dict, site: replay.CallSite, loc: str) -> Deferred:
     name = callee.__name__
     if name in ("warn", "exception") or set(kwargs) - {"extra"}:
         raise NotConvertible(f"logging {name}() with these arguments is not deferred", loc)
@@ -54,4 +104,4 @@ def _deferred_log(
         raise NotConvertible(f"logging {name}() without a message", loc)
     module_level = owner is None
     logger = logging.root if module_level else owner
-    return functools.partial(replay.log, site, logger, level, module_level), list(args), kwargs
+    return Deferred(functools.partial(replay.log, site, logger, level, module_level), list(args), kwargs)

@@ -17,7 +17,7 @@ import tensorflow as tf
 from tensorflow.python.framework.ops import EagerTensor
 
 from janus.executor.guards import GuardBuilder
-from janus.graphgen.context import Assumption, GenerationContext, scalar_guard, tensor_guard
+from janus.graphgen.context import Assumption, GenerationContext, LateRead, scalar_guard, tensor_guard
 from janus.graphgen.control_flow import TensorList
 from janus.graphgen.errors import NotConvertible
 from janus.graphgen.formatted import Formatted
@@ -211,6 +211,8 @@ class _Flattener:
             return ("indexed_slices", [self(p, loc) for p in parts])
         if isinstance(value, Formatted):
             return ("formatted", (value.make, self(value.args, loc), self(value.kwargs, loc)))
+        if isinstance(value, LateRead):
+            return ("late", value)
         if type(value) in (list, tuple):
             return (type(value).__name__, (id(value), [self(v, loc) for v in value]))
         if type(value) is dict:
@@ -226,6 +228,8 @@ class _Flattener:
             "enumerate",
         ):
             raise NotConvertible(f"returns a {type(value).__name__}, which would be shared across calls", loc)
+        if isinstance(value, tf.Variable) and self._ctx.path_of(value) is not None:
+            return ("const", value)  # a variable read from the heap: the same object, as in eager
         if isinstance(value, (tf.Tensor, tf.__internal__.CompositeTensor)):
             raise NotConvertible(f"returns an unsupported tensor type {type(value).__name__}", loc)
         if isinstance(value, TensorList):
@@ -266,6 +270,8 @@ def _pack(template: tuple, outs: list, memo: dict) -> object:
         return to_python(outs[body[0]], body[1])
     if kind == "copy":
         return body.copy()
+    if kind == "late":
+        return body.read()
     if kind == "formatted":
         make, args, kwargs = body
         return make(*_pack(args, outs, memo), **_pack(kwargs, outs, memo))

@@ -28,7 +28,7 @@ from janus import distributed
 from janus.config import config
 from janus.executor.replay import CallSite
 from janus.graphgen import control_flow, effects, keras_layers, pynumber, recursion, sandbox
-from janus.graphgen.context import READ_ONLY_METHODS, GenerationContext
+from janus.graphgen.context import READ_ONLY_METHODS, GenerationContext, LateRead, snapshot
 from janus.graphgen.control_flow import SymbolicRange, TensorList
 from janus.graphgen.errors import NeedsStaticShape, NotConvertible
 from janus.graphgen.formatted import Formatted, formatted_trial, join_fstring
@@ -905,19 +905,25 @@ class Interpreter:
         if not statement:
             raise NotConvertible(f"the result of {verdict.name}() is used (janus defers that call)", loc)
         site = CallSite(frame.code.co_filename, node.lineno, frame.code.co_name, frame.func_globals)
-        fn, args, kwargs = effects.deferred_call(callee, args, kwargs, site, loc)
-        args = [self._runtime_value(v, loc) for v in args]
-        kwargs = {k: self._runtime_value(v, loc) for k, v in kwargs.items()}
-        self.ctx.defer_call(fn, tuple(args), kwargs, loc)
+        deferred = effects.deferred_call(callee, args, kwargs, site, loc)
+        args = [self._runtime_value(v, loc, keep_variables=fn_sets_step(deferred)) for v in deferred.args]
+        kwargs = {k: self._runtime_value(v, loc) for k, v in deferred.kwargs.items()}
+        for probe, expected, what in deferred.guards:
+            self.ctx.guard(f"{what}@{loc}", f"{self.ctx.const(probe)}() == {self.ctx.const(expected)}", what, loc)
+        self.ctx.defer_call(deferred.fn, tuple(args), kwargs, loc)
         self.ctx.note(f"{verdict.name}() at {loc} is deferred: made after the graph ran, with its values")
         return None
 
-    def _runtime_value(self, value: object, loc: str) -> object:
+    def _runtime_value(self, value: object, loc: str, keep_variables: bool = False) -> object:
         """A value a deferred call or formatting may hold: materialised after the graph ran."""
         if isinstance(value, HeapList):
             return value.materialize()
+        if isinstance(value, tf.Variable) and not keep_variables:
+            raise NotConvertible("a tf.Variable handed to a deferred call (its text shows a later value)", loc)
         if isinstance(value, NumpyArray):
             return self.ctx.array_object(value, loc)
+        if isinstance(value, LateRead):
+            return value
         if isinstance(value, (TensorList, SymbolicRange, LocalFunction)) or _is_value_kind(value):
             raise NotConvertible(f"a {type(value).__name__} handed to a deferred call", loc)
         return value
@@ -936,7 +942,8 @@ class Interpreter:
             if callee.__name__ not in ("format", "format_map", "join", "__mod__"):
                 raise NotConvertible(f"{verdict.name}() of a value known only at run time", loc)
             return self._formatted(callee, args, kwargs, loc)
-        if not all(_known(v) for v in values) or not _known(owner if owner is not None else None):
+        receiver = None if isinstance(owner, types.ModuleType) else owner
+        if not all(_known(v) for v in values) or not _known(receiver):
             raise NotConvertible(f"{verdict.name}() of a value known only at run time", loc)
         return callee(*args, **kwargs)
 
@@ -945,7 +952,9 @@ class Interpreter:
             raise NotConvertible("text formatted from tensors inside tf.cond/tf.while_loop", loc)
         args = [self._runtime_value(v, loc) for v in args]
         kwargs = {k: self._runtime_value(v, loc) for k, v in kwargs.items()}
-        formatted = Formatted(make, tuple(args), kwargs)
+        if any(_holds_user_object(v) for v in (*args, *kwargs.values())):
+            raise NotConvertible("text formatted from a user object (its __format__ would run later)", loc)
+        formatted = Formatted(make, snapshot(tuple(args)), snapshot(kwargs))  # containers as they are now
         try:  # whether eager's formatting raises depends on dtypes and shapes, known now
             formatted_trial(formatted)
         except (TypeError, ValueError) as err:
@@ -1025,6 +1034,8 @@ class Interpreter:
         values = (*args, *kwargs.values())
         if callee in _TEXT_BUILTINS and not all(_known(v) for v in values):
             return self._formatted(callee, args, kwargs, loc)  # str(t), repr(t), format(t, spec): after the run
+        if isinstance(callee, type) and issubclass(callee, Warning) and all(_known(v) for v in values):
+            return callee(*args, **kwargs)  # warnings.warn(UserWarning("...")): a plain value
         if callee not in _PURE_BUILTINS:
             raise NotConvertible(f"builtin {callee.__name__}() is not converted", loc)
         if callee not in (isinstance, issubclass, type, id, callable) and any(_holds_user_object(v) for v in values):
@@ -1109,6 +1120,9 @@ class Interpreter:
             raise NotConvertible("augmented assignment to a container that a library object holds", loc)
         if op in (operator.mod, operator.imod) and isinstance(operands[0], str) and not _known(operands[1]):
             return self._formatted(operator.mod, list(operands), {}, loc)  # "%s" % t: text after the run
+        text = [v for v in operands if isinstance(v, (str, Formatted))]
+        if op in (operator.add, operator.iadd) and len(text) == 2 and any(isinstance(v, Formatted) for v in text):
+            return Formatted(operator.add, tuple(operands))  # "loss: " + str(loss)
         if any(isinstance(v, Formatted) or _is_value_kind(v) for v in operands):
             raise NotConvertible("an operator on text or a value known only after the graph ran", loc)
         if pynumber.involves(operands):
@@ -1205,6 +1219,11 @@ def _iterable_now(value: object) -> bool:
     return isinstance(value, (tf.Tensor, tf.Variable, tf.TensorShape, tf.DType)) or is_user_object(value)
 
 
+def fn_sets_step(deferred: effects.Deferred) -> bool:
+    """``tf.summary.experimental.set_step(v)`` keeps the variable itself, as eager does."""
+    return getattr(deferred.fn, "__name__", "") == "set_step"
+
+
 def _has_identity_at_run_time(value: object) -> bool:
     """A tensor or array whose object, in eager, is whatever the caller or the heap holds."""
     return isinstance(value, (tf.Tensor, tf.Variable, NumpyArray))
@@ -1212,7 +1231,7 @@ def _has_identity_at_run_time(value: object) -> bool:
 
 def _is_value_kind(value: object) -> bool:
     """janus's own stand-ins for values known only at run time (a heap object, a loop's list)."""
-    return isinstance(value, (PyObjectRef, TensorList, SymbolicRange))
+    return isinstance(value, (PyObjectRef, TensorList, SymbolicRange, LateRead))
 
 
 def _always_raises(block: list) -> bool:

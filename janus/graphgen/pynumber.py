@@ -80,13 +80,13 @@ def operate(op: Callable, operands: tuple, check_nonzero: Callable[[tf.Tensor], 
     if float in kinds:
         if op not in _FLOAT_OPS:
             raise NotConvertible(f"{op.__name__} on a Python float unknown while generating", loc)
-        a, b = _common(operands, kinds)
+        a, b = _common(operands, kinds, opaque=op is operator.truediv)
         if op in _DIVISIONS:
             check_nonzero(b)
         return PyNumber(op(a, b), float)
     if op not in _INT_OPS:
         raise NotConvertible(f"{op.__name__} on a Python int unknown while generating", loc)
-    a, b = _common(operands, kinds)
+    a, b = _common(operands, kinds, opaque=op is operator.truediv)
     if op in _DIVISIONS:
         check_nonzero(b)
     if op is operator.truediv:
@@ -108,12 +108,22 @@ def _kind(value: object, loc: str) -> type:
     raise NotConvertible(f"a Python number unknown while generating combined with {type(value).__name__}", loc)
 
 
-def _common(operands: tuple, kinds: list[type]) -> list[tf.Tensor]:
+def _common(operands: tuple, kinds: list[type], opaque: bool = False) -> list[tf.Tensor]:
+    """The operands as float64 (int64) tensors. ``opaque``: constants become graph inputs, because
+    Grappler's constant folding turns ``x / c`` into ``x * (1 / c)``, which is not Python's
+    division (``49 / 49`` would give ``0.9999999999999999``)."""
     dtype = tf.float64 if float in kinds else tf.int64
     return [
-        tf.cast(v.tensor, dtype) if isinstance(v, PyNumber) else tf.constant(v, dtype)
+        tf.cast(v.tensor, dtype) if isinstance(v, PyNumber) else _constant(v, dtype, opaque)
         for v in operands  # fmt: skip
     ]
+
+
+def _constant(value: object, dtype: tf.DType, opaque: bool) -> tf.Tensor:
+    if not opaque:
+        return tf.constant(value, dtype)
+    with tf.init_scope():  # an eager tensor: captured as an input, invisible to constant folding
+        return tf.constant(value, dtype)
 
 
 def _with_tensor(op: Callable, operands: tuple, tensor: tf.Tensor, loc: str) -> object:

@@ -198,10 +198,10 @@ def _is_logging_call(callee: object) -> bool:
 
 
 def _is_numpy_pure(callee: object, module: str, short: str) -> bool:
+    if isinstance(callee, np.ufunc):
+        return True  # element-wise arithmetic
     if module.startswith("numpy.random") or not module.startswith("numpy"):
         return False
-    if isinstance(callee, np.ufunc):
-        return True
     if isinstance(callee, type) and issubclass(callee, np.generic):
         return True  # np.float32(x) and friends
     return short in _NUMPY_PURE and getattr(np, short, None) is callee
