@@ -4,7 +4,7 @@ TensorFlow and Keras callables run on symbolic tensors while a graph is built. S
 back into user code: a Keras layer whose class overrides ``__call__``, ``Dense(activation=f)``
 with ``f`` a user function, a user property that Keras reads. Run now, such code would run once
 and be baked into the graph. The sandbox watches the calls a library callable makes (a profile
-hook, for this thread and only while generating) and stops the generation at the first frame of
+trace function on frame entry, for this thread and only while generating) and stops the generation at the first frame of
 user code, before its first line runs, so nothing of it happens. It also stops at an op-seeded
 stateful random op, whose stream lives in eager's kernel cache and cannot continue in a graph.
 """
@@ -67,8 +67,6 @@ def library_call(label: str, loc: str) -> Iterator[None]:
     violation: list[str] = []
 
     def hook(frame: types.FrameType, event: str, arg: object) -> None:
-        if event != "call":
-            return
         code = frame.f_code
         if code is legacy_seed:
             if getattr(frame.f_locals.get("self"), "_seed", None) is not None:
@@ -84,13 +82,13 @@ def library_call(label: str, loc: str) -> Iterator[None]:
             violation.append(f"user code {code.co_qualname if hasattr(code, 'co_qualname') else code.co_name}")
             raise _UserCodeReached(violation[-1])
 
-    previous = sys.getprofile()
-    sys.setprofile(hook)
+    previous = sys.gettrace()
+    sys.settrace(hook)  # called for each new Python frame only (not for C calls): cheap
     try:
         yield
     except _UserCodeReached:
         pass
     finally:
-        sys.setprofile(previous)
+        sys.settrace(previous)
     if violation:
         raise NotConvertible(f"{label}() would run {violation[0]} while the graph is built", loc)
