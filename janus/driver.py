@@ -39,6 +39,10 @@ from janus.profiler import Profile, observe, profiled_call
 
 log = logging.getLogger("janus")
 _registry: weakref.WeakSet[JitFunction] = weakref.WeakSet()
+# Held for every call of a function whose graphs commit writes to Python objects, from the guards
+# (which read the heap) to the commit: two threads' `self.n += 1` never lose an update. Functions
+# whose graphs write no Python state never take it.
+_HEAP_LOCK = threading.RLock()
 
 
 class JitFunction:
@@ -58,6 +62,8 @@ class JitFunction:
         _registry.add(self)
 
     def reset(self) -> None:
+        self._lock = threading.RLock()  # janus's own state of this function; never held around user code
+        self._effectful = False  # a graph of it commits Python heap writes: calls take _HEAP_LOCK
         self.profile = Profile()
         self.cache = GraphCache()
         self.stats = Stats()
@@ -80,27 +86,35 @@ class JitFunction:
     def __call__(self, *args: object, **kwargs: object) -> object:
         if config.disabled or not tf.executing_eagerly():
             return self.fn(*args, **kwargs)
+        if self._effectful:
+            with _HEAP_LOCK:
+                return self._call(args, kwargs)
+        return self._call(args, kwargs)
+
+    def _call(self, args: tuple, kwargs: dict) -> object:
         stats = self.stats
-        stats.calls += 1
         if self.imperative_reason is not None:
-            stats.imperative_calls += 1
+            stats.count("calls", "imperative_calls")
             return self._eager(self.fn, args, kwargs)
         bound = self._bind(args, kwargs)
         if bound is None:  # the call does not even bind: let Python raise its own error
-            stats.imperative_calls += 1
+            stats.count("calls", "imperative_calls")
             return self._eager(self.fn, args, kwargs)
         runner, flat = self.cache.lookup(bound)
         if runner is not None:
             try:
                 result = runner(flat, bound)
             except AssumptionFailed as failed:
+                stats.count("calls")
                 return self._after_assertion_failure(runner, failed.assumption_id, bound, args, kwargs)
             except tf.errors.OpError as err:
+                stats.count("calls")
                 if runner.graph.state_writes:
                     raise  # TF state may already be updated: re-running would apply it twice
                 return self._after_graph_error(err, bound, args, kwargs)
-            stats.graph_calls += 1
+            stats.count("calls", "graph_calls")
             return result
+        stats.count("calls")
         return self._miss(bound, args, kwargs)
 
     def _bind(self, args: tuple, kwargs: dict) -> tuple | None:
@@ -130,7 +144,7 @@ class JitFunction:
         return result
 
     def _profiled(self, bound: tuple, args: tuple, kwargs: dict) -> object:
-        self.stats.profiled_calls += 1
+        self.stats.count("profiled_calls")
         log.debug("janus: %s: imperative call under the profiler (%d so far)", self.fn.__qualname__,
                   self.stats.profiled_calls)  # fmt: skip
         observed = tuple(observe(v) for v in bound)
@@ -142,13 +156,20 @@ class JitFunction:
         target = self.profile_calls if self.profile_calls is not None else config.profile_calls
         warming_up = len(self.profile.calls) < target
         if not warming_up:
-            self.stats.guard_misses += 1
-            self.stats.fallbacks += 1
-            self._record_guard_miss(bound)
+            self.stats.count("guard_misses", "fallbacks")
+            with self._lock:
+                self._record_guard_miss(bound)
         try:
-            return self._profiled(bound, args, kwargs)
+            with _HEAP_LOCK:  # whether its graphs will write Python state is not known yet
+                return self._profiled(bound, args, kwargs)
         finally:  # a call that raised was profiled too: build all the same
             if len(self.profile.calls) >= target and self.imperative_reason is None:
+                self._build_unless_served(bound)
+
+    def _build_unless_served(self, bound: tuple) -> None:
+        """Builds a graph, unless another thread's build already serves these arguments."""
+        with self._lock:
+            if self.imperative_reason is None and self.cache.lookup(bound)[0] is None:
                 self._build()
 
     def _record_guard_miss(self, bound: tuple) -> None:
@@ -162,26 +183,28 @@ class JitFunction:
     ) -> object:
         assumption = runner.graph.assumptions.get(assumption_id)
         key = assumption.key if assumption else f"assumption {assumption_id}"
-        self.stats.assumption_failures += 1
-        self.stats.fallbacks += 1
-        self._fail(key, f"JanusAssert failed: {assumption.description if assumption else key}")
-        self.cache.remove(runner)
+        self.stats.count("assumption_failures", "fallbacks")
+        with self._lock:
+            if self.cache.remove(runner):  # the first thread to see it fail counts it
+                self._fail(key, f"JanusAssert failed: {assumption.description if assumption else key}")
         try:
             return self._profiled(bound, args, kwargs)
         finally:
-            self._build()
+            self._build_unless_served(bound)
 
     def _after_graph_error(self, err: tf.errors.OpError, bound: tuple, args: tuple, kwargs: dict) -> object:
         """A graph raised a TF error that is no assumption: eager decides. Where eager raises too, the
         error is the program's own; where it does not, the graph is wrong for such calls, and after
         ``config.max_failures`` of them the function runs imperatively rather than pay both every call."""
-        self.stats.fallbacks += 1
+        self.stats.count("fallbacks")
         message = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""
         what = f"graph raised {type(err).__name__}: {message}"
         result = self._profiled(bound, args, kwargs)  # raises eager's own error
-        self._fail("graph error", f"{what}; eager did not")
-        if self.failures["graph error"] >= config.max_failures:
-            self._go_imperative(f"its graph raised errors where eager did not ({what})", location(self.fn.__code__))
+        with self._lock:
+            self._fail("graph error", f"{what}; eager did not")
+            if self.failures["graph error"] >= config.max_failures:
+                reason = f"its graph raised errors where eager did not ({what})"
+                self._go_imperative(reason, location(self.fn.__code__))
         return result
 
     def _fail(self, key: str, what: str) -> None:
@@ -239,8 +262,9 @@ class JitFunction:
                 return
             break
         self.cache.add(graph)
-        self.stats.graphs_built += 1
-        self.stats.build_seconds += graph.build_seconds
+        self._effectful = self._effectful or graph.commit is not None or graph.store_factory is not None
+        self.stats.count("graphs_built")
+        self.stats.add_seconds(graph.build_seconds)
         log.info("janus: built graph %d for %s in %.3fs", self.stats.graphs_built, self.fn.__qualname__,
                  graph.build_seconds)  # fmt: skip
         _dump(self, graph)

@@ -1,4 +1,8 @@
-"""The graph cache of one function: entries tried in order, newest (most general) first."""
+"""The graph cache of one function: entries tried in order, newest (most general) first.
+
+The entry list is replaced, never changed in place, so a lookup in one thread never sees
+another thread's insertion or removal half done.
+"""
 
 from __future__ import annotations
 
@@ -15,11 +19,15 @@ class GraphCache:
 
     def add(self, graph: GeneratedGraph) -> GraphRunner:
         runner = GraphRunner(graph)
-        self.entries.insert(0, runner)
+        self.entries = [runner, *self.entries]
         return runner
 
-    def remove(self, runner: GraphRunner) -> None:
-        self.entries.remove(runner)
+    def remove(self, runner: GraphRunner) -> bool:
+        """Drops ``runner``; False if another thread dropped it already."""
+        if runner not in self.entries:
+            return False
+        self.entries = [r for r in self.entries if r is not runner]
+        return True
 
     def lookup(self, args) -> tuple[GraphRunner | None, list | None]:
         """The first entry whose guards hold for ``args``, with its flat inputs."""
@@ -33,4 +41,4 @@ class GraphCache:
         return None, None
 
     def clear(self) -> None:
-        self.entries.clear()
+        self.entries = []

@@ -14,6 +14,7 @@ from tensorflow.python import pywrap_tfe
 from tensorflow.python.eager import context, record
 from tensorflow.python.eager.context import FunctionCallOptions
 
+from janus.executor import interrupts
 from janus.graphgen.generate import GeneratedGraph
 from janus.ops import failed_assumption_id
 
@@ -29,7 +30,7 @@ class AssumptionFailed(Exception):
 class GraphRunner:
     __slots__ = (
         "graph", "_name", "_attrs", "_call_options", "_num_inputs", "_num_outputs", "_unpack", "_concrete", "_commit",
-        "_stores",
+        "_stores", "_effects",
     )  # fmt: skip
 
     def __init__(self, graph: GeneratedGraph) -> None:
@@ -45,9 +46,19 @@ class GraphRunner:
         self._concrete = graph.concrete
         self._commit = graph.commit
         self._stores = graph.store_factory
+        self._effects = bool(graph.state_writes) or graph.commit is not None or graph.store_factory is not None
 
     def __call__(self, flat: list, args: tuple) -> object:
-        """Runs the graph on ``flat`` inputs; commits its heap writes; returns the packed result."""
+        """Runs the graph on ``flat`` inputs; commits its heap writes; returns the packed result.
+
+        A graph with effects runs and commits as a whole: Ctrl-C is delivered after it.
+        """
+        if self._effects:
+            with interrupts.deferred():
+                return self._run(flat, args)
+        return self._run(flat, args)
+
+    def _run(self, flat: list, args: tuple) -> object:
         try:
             if record.could_possibly_record():
                 ctx = context.context()
