@@ -5,33 +5,31 @@ runs is acted on right after the graph returns: between the graph's TF state upd
 commit of its Python heap writes. Raised there, it would leave the two inconsistent, and training
 would go on from that state. While a graph with effects runs and commits, the signal is only
 noted; the Python handler in force (KeyboardInterrupt by default) runs once the call is whole.
+This sits on the per-call path, so it uses ``_signal`` directly (about 1 µs a call).
 """
 
 from __future__ import annotations
 
-import contextlib
-import signal
+import _signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 
-_MAIN = threading.main_thread()
+_SIGINT = 2
+_MAIN_IDENT = threading.main_thread().ident
 
 
-@contextlib.contextmanager
-def deferred() -> Iterator[None]:
-    """Notes SIGINT while the block runs; delivers it to the previous handler when the block ends."""
-    if threading.current_thread() is not _MAIN:
-        yield  # signals are handled by the main thread only
-        return
-    previous = signal.getsignal(signal.SIGINT)
+def run_whole(body: Callable[[], object]) -> object:
+    """Runs ``body()`` with SIGINT noted, not acted on; then delivers it to the handler in force."""
+    if threading.get_ident() != _MAIN_IDENT:
+        return body()  # signals are handled by the main thread only
+    previous = _signal.getsignal(_SIGINT)
     if not callable(previous):  # SIG_IGN, SIG_DFL, or a handler installed outside Python
-        yield
-        return
+        return body()
     pending: list[tuple] = []
-    signal.signal(signal.SIGINT, lambda signum, frame: pending.append((signum, frame)))
+    _signal.signal(_SIGINT, lambda signum, frame: pending.append((signum, frame)))
     try:
-        yield
+        return body()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        _signal.signal(_SIGINT, previous)
         if pending:
             previous(*pending[0])

@@ -54,8 +54,7 @@ class GraphRunner:
         A graph with effects runs and commits as a whole: Ctrl-C is delivered after it.
         """
         if self._effects:
-            with interrupts.deferred():
-                return self._run(flat, args)
+            return interrupts.run_whole(lambda: self._run(flat, args))
         return self._run(flat, args)
 
     def _run(self, flat: list, args: tuple) -> object:
