@@ -45,6 +45,7 @@ from janus.source.library import is_library_code
 
 log = logging.getLogger("janus")
 _SKIPPED_FLAGS = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coroutine, async generator
+_CO_OPTIMIZED = 0x1  # set for function bodies, not for class bodies or module code
 
 
 @dataclasses.dataclass
@@ -102,6 +103,16 @@ class _TransparentMode:
 
     # ------------------------------------------------------------------ discovery
     def _hook(self, frame: types.FrameType, event: str, arg: object) -> None:
+        """The global trace function: it must never raise into the user's program."""
+        try:
+            self._discover(frame)
+        except Exception as err:  # noqa: BLE001 - a failure here is janus's, never the program's
+            code = frame.f_code
+            self.verdicts[code] = f"left alone: transparent mode failed on it ({type(err).__name__}: {err})"
+            log.warning("janus: transparent mode leaves %s (%s:%d) alone: %s: %s", code.co_qualname,
+                        code.co_filename, code.co_firstlineno, type(err).__name__, err)  # fmt: skip
+
+    def _discover(self, frame: types.FrameType) -> None:
         code = frame.f_code
         if code in self.verdicts or code in self.trampolines:
             if self.routed and time.monotonic() - self.last_news >= config.discovery_quiet_seconds:
@@ -128,6 +139,8 @@ class _TransparentMode:
             return "library code"
         if code.co_flags & _SKIPPED_FLAGS or code.co_name.startswith("<"):
             return "generator, coroutine, lambda or comprehension"
+        if not code.co_flags & _CO_OPTIMIZED:
+            return "class body or module code"
         if _traced_by_tf_function(frame):
             return "already wrapped in tf.function"
         try:

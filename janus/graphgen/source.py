@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import textwrap
+import tokenize
 import types
 
 import gast
@@ -21,11 +22,11 @@ def function_ast(code: types.CodeType) -> gast.FunctionDef:
     """
     try:
         lines, first = inspect.getsourcelines(code)
-    except (OSError, TypeError) as err:
-        raise NotConvertible(f"source unavailable: {err}", location(code)) from None
+    except (OSError, TypeError, SyntaxError, UnicodeDecodeError, tokenize.TokenError) as err:
+        raise NotConvertible(f"source unavailable: {type(err).__name__}: {err}", location(code)) from None
     try:
         tree = gast.parse(textwrap.dedent("".join(lines)))
-    except SyntaxError:
+    except (SyntaxError, ValueError):
         raise NotConvertible("source cannot be parsed on its own", location(code)) from None
     for node in gast.walk(tree):
         for attr in ("lineno", "end_lineno"):
