@@ -35,6 +35,7 @@ from janus.graphgen.generate import generate
 from janus.graphgen.interpreter import is_convertible_entry
 from janus.graphgen.source import location
 from janus.graphgen.specs import ArgSpec, ConstArg, SeqArg, derive
+from janus.ops import build
 from janus.profiler import Profile, observe, profiled_call
 
 log = logging.getLogger("janus")
@@ -235,6 +236,11 @@ class JitFunction:
     def _build(self) -> None:
         if len(self.cache) >= config.max_graphs:
             self._go_imperative(f"reached config.max_graphs={config.max_graphs} graphs", "")
+            return
+        try:
+            build.ops()  # compiled on first use, once per process: not this graph's build time
+        except build.OpBuildError as err:
+            self._go_imperative(f"janus's C++ ops are unavailable: {err}", "")
             return
         while True:
             try:

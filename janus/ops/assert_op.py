@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import re
 
 import tensorflow as tf
@@ -13,9 +12,8 @@ ASSUMPTION_MARKER = "JANUS_ASSUMPTION_FAILED:"
 _MARKER_RE = re.compile(re.escape(ASSUMPTION_MARKER) + r"(\d+):")
 
 
-@functools.cache
 def _ops():
-    return build.load()
+    return build.ops()
 
 
 def janus_assert(condition: tf.Tensor, assumption_id: int) -> tf.Operation:

@@ -2,27 +2,61 @@
 
 The shared library is compiled on first use into a cache directory keyed by the
 TensorFlow version and a hash of the sources, so a TF upgrade or an edited
-kernel triggers a rebuild and nothing else does. ``python -m janus.ops.build``
-builds ahead of time (the Makefile does this).
+kernel triggers a rebuild and nothing else does. ``python -m janus.ops`` builds ahead of
+time (the Makefile does this). ``ops()`` builds at most once per process: a failure is
+reported once, and every function then runs imperatively with that reason.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
+import time
 from pathlib import Path
 from types import ModuleType
 
 import tensorflow as tf
 
 
+log = logging.getLogger("janus")
+
+
 class OpBuildError(RuntimeError):
     """The C++ ops could not be compiled or loaded; the message says what to do."""
+
+
+_loaded: ModuleType | None = None
+_failure: OpBuildError | None = None
+_lock = threading.Lock()
+build_seconds = 0.0  # spent compiling in this process (not graph build time)
+
+
+def ops() -> ModuleType:
+    """The op module: loaded (compiled on first use) once per process; a failure is remembered."""
+    global _loaded, _failure, build_seconds
+    if _loaded is not None:
+        return _loaded
+    with _lock:
+        if _failure is not None:
+            raise _failure
+        if _loaded is None:
+            started = time.perf_counter()
+            try:
+                _loaded = load()
+            except OpBuildError as err:
+                _failure = err
+                log.warning("janus: its C++ ops are unavailable, so every function runs imperatively: %s", err)
+                raise
+            finally:
+                build_seconds += time.perf_counter() - started
+    return _loaded
 
 
 def source_dir() -> Path:
@@ -62,10 +96,18 @@ def _compile(sources: list[Path], target: Path) -> None:
             "janus needs a C++17 compiler to build its TensorFlow ops, and none was found "
             "(looked for $CXX, g++, c++). Install one, e.g. `apt-get install g++`, then retry."
         )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Build into a temporary file and rename, so concurrent processes never load a half-written .so.
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
-    os.close(fd)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # Build into a temporary file and rename, so concurrent processes never load a half-written .so.
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+        os.close(fd)
+    except OSError as err:
+        raise OpBuildError(
+            f"janus cannot write its op cache {target.parent} ({type(err).__name__}: {err}). "
+            "Set JANUS_CACHE_DIR to a writable directory."
+        ) from err
+    log.warning("janus: compiling its C++ ops for TensorFlow %s (first use, about a minute; "
+                "`python -m janus.ops` does it ahead of time)", tf.__version__)  # fmt: skip
     cmd = [
         compiler,
         "-shared",
@@ -78,7 +120,14 @@ def _compile(sources: list[Path], target: Path) -> None:
         *tf.sysconfig.get_compile_flags(),
         *tf.sysconfig.get_link_flags(),
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as err:
+        os.unlink(tmp)
+        raise OpBuildError(
+            f"janus cannot run the C++ compiler {compiler!r} ({type(err).__name__}: {err}). "
+            "Install a C++17 compiler (e.g. `apt-get install g++`) or point $CXX at one."
+        ) from err
     if proc.returncode != 0:
         os.unlink(tmp)
         raise OpBuildError(
