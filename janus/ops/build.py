@@ -24,7 +24,6 @@ from types import ModuleType
 
 import tensorflow as tf
 
-
 log = logging.getLogger("janus")
 
 
