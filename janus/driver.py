@@ -18,6 +18,7 @@ import functools
 import inspect
 import logging
 import os
+import re
 import threading
 import time
 import types
@@ -110,7 +111,8 @@ class JitFunction:
                 return self._after_assertion_failure(runner, failed.assumption_id, bound, args, kwargs)
             except tf.errors.OpError as err:
                 stats.count("calls")
-                if runner.graph.state_writes:
+                if runner.graph.state_writes and not _failed_before_writes(err, runner.graph.ops_before_writes):
+                    self._after_error_past_writes(err)
                     raise  # TF state may already be updated: re-running would apply it twice
                 return self._after_graph_error(err, bound, args, kwargs)
             stats.count("calls", "graph_calls")
@@ -208,6 +210,15 @@ class JitFunction:
                 self._go_imperative(reason, location(self.fn.__code__))
         return result
 
+    def _after_error_past_writes(self, err: tf.errors.OpError) -> None:
+        """An op after a TF state update raised: eager's Python writes of the call cannot be made
+        (their values were in the graph), so from now on the function runs imperatively."""
+        message = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
+        with self._lock:
+            self._fail("graph error", f"graph raised {type(err).__name__} after a TF state update: {message}")
+            reason = f"its graph raised {type(err).__name__} after updating TF state ({message})"
+            self._go_imperative(reason, location(self.fn.__code__))
+
     def _fail(self, key: str, what: str) -> None:
         self.failures[key] += 1
         self.failure_log.append((key, what))
@@ -297,6 +308,19 @@ def _progress(name: str, every: float = 5.0):
         yield
     finally:
         done.set()
+
+
+_FAILED_NODE = re.compile(r"\{\{node ([^}]+)\}\}")
+
+
+def _failed_before_writes(err: tf.errors.OpError, before_writes: frozenset[str]) -> bool:
+    """Whether the op that raised comes before every TF state update of the graph: then no update
+    has run (each waits for every earlier op), and the call can be re-run eagerly."""
+    for name in _FAILED_NODE.findall(str(err)):
+        parts = name.split("/")  # a node in a loop body or branch: "while/Op" is inside the op "while"
+        if any("/".join(parts[:n]) in before_writes for n in range(1, len(parts) + 1)):
+            return True
+    return False
 
 
 def _value_failures(spec: ArgSpec, failures: collections.Counter, key: str) -> bool:

@@ -24,7 +24,7 @@ from janus.graphgen.formatted import Formatted
 from janus.graphgen.heap import HeapList, PyObjectRef
 from janus.graphgen.interpreter import Interpreter
 from janus.graphgen.numpy_values import NumpyArray
-from janus.graphgen.ordering import is_state_write, order_state_writes
+from janus.graphgen.ordering import is_state_write, order_state_writes, order_writes_after_earlier_ops
 from janus.graphgen.pynumber import PyNumber, to_python
 from janus.graphgen.source import location
 from janus.graphgen.specs import ArgSpec, ConstArg, NumberArg, ObjectArg, PointerArg, SeqArg, TensorArg
@@ -49,6 +49,7 @@ class GeneratedGraph:
     specs: list[ArgSpec]
     code: str
     state_writes: int
+    ops_before_writes: frozenset[str]  # an op among these that raises has left TF state untouched
     recursive: bool  # calls recursive graph functions (JanusInvoke)
     build_seconds: float
     notes: list[str]
@@ -71,6 +72,7 @@ def generate(
 
     template: list = []
     write_templates: list = []
+    before_writes: set[str] = set()  # ops created before the graph's first TF state update
 
     def driver(*placeholders: tf.Tensor) -> list[tf.Tensor]:
         feed = iter(placeholders)
@@ -85,7 +87,11 @@ def generate(
         flatten = _Flattener(outputs, ctx)
         write_templates.extend(flatten(w.value, w.location) for w in ctx.heap.writes)
         template.append(flatten(result, loc))
-        order_state_writes(tf.compat.v1.get_default_graph(), ctx.assert_ops)
+        graph = tf.compat.v1.get_default_graph()
+        order_state_writes(graph, ctx.assert_ops)
+        first_write = order_writes_after_earlier_ops(graph)
+        if first_write is not None:
+            before_writes.update(op.name for op in graph.get_operations()[:first_write])
         ctx.code.returns(outputs)
         return outputs
 
@@ -115,6 +121,7 @@ def generate(
         specs=list(specs),
         code=ctx.code.render(),
         state_writes=writes,
+        ops_before_writes=frozenset(before_writes),
         recursive=bool(ctx.recursive_functions),
         build_seconds=time.perf_counter() - started,
         notes=list(ctx.notes),

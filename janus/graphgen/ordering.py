@@ -1,4 +1,5 @@
-"""All-or-nothing for TF state: every state update waits for every JanusAssert of its graph."""
+"""All-or-nothing for TF state: every state update waits for every JanusAssert of its graph, and
+for every op that comes before it in the program, so an op that raises leaves eager's TF state."""
 
 from __future__ import annotations
 
@@ -49,3 +50,31 @@ def order_state_writes(graph: tf.Graph, assert_ops: list[tf.Operation]) -> None:
             if op in ancestors:
                 raise NotConvertible(f"an assumption depends on the state update {op.type}")
             op._add_control_inputs([a for a in assert_ops if a is not op and a not in op.control_inputs])
+
+
+def order_writes_after_earlier_ops(graph: tf.Graph) -> int | None:
+    """Makes every state update wait for every op created before it (program order), as eager would
+    have run them first: an op that raises (``tf.gather`` out of range, ``check_numerics``, a
+    user's assert) then leaves TF state as eager leaves it. Updates do not wait for each other.
+
+    Returns the creation index of the first state update (None without one): an op that fails
+    before it has left TF state untouched, so the call can be re-run eagerly.
+    """
+    operations = graph.get_operations()
+    pending: list[tf.Operation] = []
+    barrier: tf.Operation | None = None
+    first_write = None
+    for index, op in enumerate(operations):
+        if not is_state_write(op):
+            pending.append(op)
+            continue
+        if first_write is None:
+            first_write = index
+        if pending:
+            inputs = pending + ([barrier] if barrier is not None else [])
+            with graph.as_default(), tf.control_dependencies(inputs):
+                barrier = tf.no_op(name="janus_program_order")
+            pending = []
+        if barrier is not None and barrier not in op.control_inputs:
+            op._add_control_inputs([barrier])
+    return first_write

@@ -1,0 +1,86 @@
+"""[robustness] A graph that raises the program's own error leaves the state eager leaves.
+
+Every TF state update in a graph waits for every op before it in the program, so an op that
+raises before the first update has changed nothing, and the call is re-run eagerly: eager raises
+its own exception (the type and message users catch) after making its own Python writes.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from differential import run_differential
+
+import janus
+
+
+class Lookup:
+    def __init__(self):
+        self.lookups = 0
+        self.table = tf.Variable([1.0, 2.0, 3.0])
+        self.hits = tf.Variable(0)
+
+    def get(self, i):
+        self.lookups += 1
+        value = tf.gather(self.table, i)
+        self.hits.assign_add(1)
+        return value
+
+
+def test_a_gather_out_of_range_after_a_python_write():
+    def make():
+        lookup = Lookup()
+        return (lambda i: Lookup.get(lookup, i)), lambda: (lookup.lookups, lookup.hits)
+
+    calls = [(tf.constant(i),) for i in (0, 1, 2, 1, 7, 2, 9, 0)]
+    jitted = run_differential(make, calls, min_graph_calls=3)
+    assert janus.stats(jitted)["imperative_calls"] == 0, janus.explain(jitted)
+
+
+@pytest.mark.keras
+def test_a_batch_skipped_by_check_numerics_does_not_advance_the_optimizer():
+    def make():
+        w = tf.Variable([1.0, -1.0])
+        opt = tf.keras.optimizers.SGD(0.1)
+
+        def step(x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.square(w * x))
+            tf.debugging.check_numerics(loss, "loss is not finite")
+            grads = tape.gradient(loss, [w])
+            opt.apply_gradients(zip(grads, [w]))
+            return loss
+
+        return step, lambda: (w, opt.iterations)
+
+    values = [1.0, 2.0, 0.5, 1.5, np.inf, 1.0, np.nan, 2.0]
+    run_differential(make, [(tf.constant([v, 1.0]),) for v in values], min_graph_calls=3)
+
+
+class Scores:
+    def __init__(self):
+        self.values = [0.5, 1.5, 2.5]
+        self.n = 0
+        self.reads = tf.Variable(0)
+
+    def total(self):
+        total = tf.constant(0.0)
+        for i in range(self.n):  # self.n keeps changing: a Python int known only at run time
+            total += self.values[i]  # read through the heap ops
+        self.reads.assign_add(1)
+        return total
+
+
+def test_a_heap_list_read_past_its_end_raises_index_error():
+    eager, graphed = Scores(), Scores()
+    jitted = janus.jit(Scores.total)
+    for n in (1, 2, 3, 2, 1, 3, 2, 4, 3, 1, 5, 2):
+        outcomes = []
+        for obj, fn in ((eager, Scores.total), (graphed, jitted)):
+            obj.n = n
+            try:
+                outcomes.append(("ok", float(fn(obj))))
+            except IndexError as err:
+                outcomes.append(("IndexError", str(err)))
+        assert outcomes[0] == outcomes[1], (n, outcomes)
+        assert int(eager.reads.numpy()) == int(graphed.reads.numpy())
+    assert janus.stats(jitted)["graph_calls"] >= 3, janus.explain(jitted)
