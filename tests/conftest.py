@@ -9,6 +9,7 @@ import janus  # noqa: E402
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "keras: uses Keras; CI runs it under Keras 3 and Keras 2 (tf_keras)")
+    config.addinivalue_line("markers", "slow: a soak or long-running test (make test and CI run it)")
 
 
 @pytest.fixture(autouse=True)
