@@ -19,9 +19,10 @@ from collections.abc import Callable
 from janus.config import Config, config
 from janus.driver import BoundJit, JitFunction, all_functions, resolve
 from janus.explain import explain
+from janus.graphgen.errors import StrictModeError
 from janus.transparent import disable, enable, enabled
 
-__all__ = ["Config", "config", "disable", "enable", "enabled", "explain", "jit", "reset", "stats"]
+__all__ = ["Config", "StrictModeError", "config", "disable", "enable", "enabled", "explain", "jit", "reset", "stats"]
 
 logging.getLogger("janus").setLevel(config.log_level.upper())
 if not logging.getLogger("janus").handlers:
@@ -30,17 +31,19 @@ if not logging.getLogger("janus").handlers:
     logging.getLogger("janus").addHandler(_handler)
 
 
-def jit(fn: Callable | None = None, *, profile_calls: int | None = None):
+def jit(fn: Callable | None = None, *, profile_calls: int | None = None, strict: bool = False):
     """Serves calls of ``fn`` from speculatively generated TensorFlow graphs.
 
     Usable as ``@janus.jit``, ``@janus.jit(profile_calls=5)`` or ``janus.jit(f)``; on
     plain functions and on methods (each instance gets its own specialisation).
+    ``strict=True`` raises ``janus.StrictModeError`` where the function would run
+    imperatively for good, instead of falling back (and warning once).
     """
     if fn is None:
-        return lambda f: JitFunction(f, profile_calls=profile_calls)
+        return lambda f: JitFunction(f, profile_calls=profile_calls, strict=strict)
     if isinstance(fn, (JitFunction, BoundJit)):
         return fn
-    return JitFunction(fn, profile_calls=profile_calls)
+    return JitFunction(fn, profile_calls=profile_calls, strict=strict)
 
 
 def stats(fn: object) -> dict[str, float]:

@@ -33,6 +33,8 @@ class Config:
             is routed through janus (training steps and Keras ``call`` are routed at once).
         discovery_quiet_seconds: once ``janus.enable()`` routed a function, it stops watching
             calls (which slows Python) when this long passes without a new function.
+        strict: raise ``janus.StrictModeError`` where a function would run imperatively for good
+            (like ``torch.compile(fullgraph=True)``); per function: ``janus.jit(strict=True)``.
     """
 
     profile_calls: int = 3
@@ -48,6 +50,7 @@ class Config:
     max_unroll: int = 256
     hot_calls: int = 5
     discovery_quiet_seconds: float = 1.0
+    strict: bool = False
 
     def __setattr__(self, name: str, value: object) -> None:
         if name not in {f.name for f in dataclasses.fields(self)}:

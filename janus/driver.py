@@ -25,13 +25,14 @@ import types
 import weakref
 
 import tensorflow as tf
+from tensorflow.python.eager.polymorphic_function import eager_function_run
 
 from janus import distributed
 from janus.config import config
 from janus.executor.cache import GraphCache
 from janus.executor.runner import AssumptionFailed, GraphRunner
 from janus.executor.stats import Stats
-from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConvertible
+from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConvertible, StrictModeError
 from janus.graphgen.generate import generate
 from janus.graphgen.interpreter import is_convertible_entry
 from janus.graphgen.source import location
@@ -50,11 +51,12 @@ _HEAP_LOCK = threading.RLock()
 class JitFunction:
     """A function (or unbound method) whose calls janus serves from speculative graphs."""
 
-    def __init__(self, fn: types.FunctionType, profile_calls: int | None = None) -> None:
+    def __init__(self, fn: types.FunctionType, profile_calls: int | None = None, strict: bool = False) -> None:
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.__janus_target__ = fn
         self.profile_calls = profile_calls
+        self.strict = strict  # raise StrictModeError instead of running imperatively for good
         self.signature = inspect.signature(fn)
         self.params = list(self.signature.parameters)
         self._positional_only_call = all(
@@ -72,6 +74,7 @@ class JitFunction:
         self.failures: collections.Counter[str] = collections.Counter()
         self.failure_log: list[tuple[str, str]] = []  # (assumption key, what happened)
         self.imperative_reason: str | None = is_convertible_entry(self.fn)
+        self._said_imperative = False  # the one warning that it runs imperatively was given
         self._observations: list[list] = [[] for _ in self.params]
         self._exact_shapes = False
         self._broadcast_done = False
@@ -86,8 +89,8 @@ class JitFunction:
 
     # ------------------------------------------------------------------ the call path
     def __call__(self, *args: object, **kwargs: object) -> object:
-        if config.disabled or not tf.executing_eagerly():
-            return self.fn(*args, **kwargs)
+        if config.disabled or not tf.executing_eagerly() or eager_function_run.RUN_FUNCTIONS_EAGERLY:
+            return self.fn(*args, **kwargs)  # tf.config.run_functions_eagerly(True) is honoured
         if self._effectful:
             with _HEAP_LOCK:
                 return self._call(args, kwargs)
@@ -96,6 +99,8 @@ class JitFunction:
     def _call(self, args: tuple, kwargs: dict) -> object:
         stats = self.stats
         if self.imperative_reason is not None:
+            if not self._said_imperative:
+                self._say_imperative()
             stats.count("calls", "imperative_calls")
             return self._eager(self.fn, args, kwargs)
         bound = self._bind(args, kwargs)
@@ -267,14 +272,10 @@ class JitFunction:
                 self._go_imperative(err.reason, err.location)
                 return
             except GenerationError as err:
-                log.warning("janus: graph build for %s failed, running imperatively: %s", self.fn.__qualname__, err)
                 self._go_imperative(f"graph build failed: {err}", err.location)
                 return
             except Exception as err:  # a bug in janus: never let it change the user's result
-                log.warning(
-                    "janus: internal error building %s, running imperatively: %s: %s",
-                    self.fn.__qualname__, type(err).__name__, err, exc_info=log.isEnabledFor(logging.DEBUG),
-                )  # fmt: skip
+                log.debug("janus: internal error building %s", self.fn.__qualname__, exc_info=True)
                 self._go_imperative(f"internal error while building the graph: {type(err).__name__}: {err}", "")
                 return
             break
@@ -287,9 +288,25 @@ class JitFunction:
         _dump(self, graph)
 
     def _go_imperative(self, reason: str, where: str) -> None:
+        """From now on every call runs in eager: said once, loudly; ``strict`` raises instead."""
         self.imperative_reason = f"{reason} ({where})" if where else reason
         self.cache.clear()
-        log.info("janus: %s runs imperatively: %s", self.fn.__qualname__, self.imperative_reason)
+        self._say_imperative()
+
+    def _say_imperative(self) -> None:
+        self._said_imperative = True
+        code = self.fn.__code__
+        if self.strict or config.strict:
+            self._said_imperative = False  # strict: every call raises
+            raise StrictModeError(
+                f"janus cannot serve {self.fn.__qualname__} ({code.co_filename}:{code.co_firstlineno}) from a graph: "
+                f"{self.imperative_reason}"
+            )
+        log.warning(
+            "janus: %s (%s:%d) runs imperatively from now on (correct, but no speed-up): %s. "
+            "janus.explain(fn) shows what janus saw; README 'Semantics' lists what is deferred or refused.",
+            self.fn.__qualname__, code.co_filename, code.co_firstlineno, self.imperative_reason,
+        )  # fmt: skip
 
 
 @contextlib.contextmanager

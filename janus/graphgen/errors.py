@@ -22,3 +22,8 @@ class GenerationError(Exception):
     def __init__(self, message: str, location: str = "") -> None:
         super().__init__(f"{message} ({location})" if location else message)
         self.location = location
+
+
+class StrictModeError(RuntimeError):
+    """``janus.jit(strict=True)`` (or ``janus.config.strict``): the function cannot be served by a
+    graph, and would run imperatively. The message says why, with ``file:line``."""
