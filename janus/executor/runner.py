@@ -78,7 +78,7 @@ class GraphRunner:
             raise
         if self._stores is not None:  # every assumption held: the run-time objects' writes first
             self._stores.finish(commit=True)
-        result, values = self._unpack(outputs)
+        result, values = self._unpack(outputs, args)
         if self._commit is not None:  # then the heap writes of the fast path, in program order
             self._commit(values, *args)
         return result

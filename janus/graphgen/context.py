@@ -80,6 +80,7 @@ class GenerationContext:
         self.last_invoke: dict[tf.Graph, tf.Operation] = {}
         self._cycle_codes: set | None = None
         self._keras_guarded: set[int] = set()
+        self._keras_config_guarded = False
         self._tensor_paths: dict[int, str] = {}  # id(argument placeholder) -> the argument's path
         self._argument_containers: list[tuple[str, object]] = []  # (path, local view) of list/dict arguments
         self.foreign: set[int] = set()  # ids of library-owned containers: never mutated while generating
@@ -111,17 +112,26 @@ class GenerationContext:
     def guard(self, key: str, expr: str, description: str, loc: str) -> None:
         self.guards.add(key, expr, description, loc)
 
-    def guard_keras_state(self, layer: object, loc: str) -> None:
-        """A Keras layer read from a path: its sublayers and their ``trainable`` flags are re-checked."""
-        path = self._paths.get(id(layer))
-        if path is None or id(layer) in self._keras_guarded:
+    def guard_keras_state(self, obj: object, loc: str) -> None:
+        """A Keras object read from a path: the layers within it and their settings are re-checked."""
+        if not keras_layers.is_keras_object(obj) or id(obj) in self._keras_guarded:
             return
-        self._keras_guarded.add(id(layer))
-        fingerprint = keras_layers.state_fingerprint(layer)
+        path = self._paths.get(id(obj))
+        if path is None:
+            return
+        self._keras_guarded.update(id(sub) for sub in keras_layers.objects_within(obj))
+        fingerprint = keras_layers.state_fingerprint(obj)
         expr = f"{self.const(keras_layers.state_fingerprint)}({path}) == {self.const(fingerprint)}"
-        self.guard(
-            f"keras state of {path}@{loc}", expr, f"the layers within {_describe(layer)} and their trainable flags", loc
-        )
+        described = f"the settings of {_describe(obj)} and of the layers within it"
+        self.guard(f"keras state of {path}@{loc}", expr, described, loc)
+
+    def guard_keras_config(self, loc: str) -> None:
+        """Keras code ran while generating: it may have read ``epsilon()``, ``floatx()`` and friends."""
+        if self._keras_config_guarded:
+            return
+        self._keras_config_guarded = True
+        expr = f"{self.const(keras_layers.config)}() == {self.const(keras_layers.config())}"
+        self.guard(f"keras config@{loc}", expr, "Keras's global settings (epsilon, floatx, data format)", loc)
 
     def guard_class_attribute(self, cls: type, name: str, value: object, loc: str) -> None:
         """Code converted from ``cls.name`` stays right only while the class still has that function."""
@@ -238,6 +248,10 @@ class GenerationContext:
         self._keep.append(placeholder_value)
         return PyNumber(tf.identity(placeholder_value), bool)
 
+    def source_path(self, value: object) -> str | None:
+        """Where the very object ``value`` stands for is read from before the call, if anywhere."""
+        return self._source_path(value)
+
     def _source_path(self, value: object) -> str | None:
         if isinstance(value, NumpyArray):
             return value.path
@@ -245,16 +259,6 @@ class GenerationContext:
         if path is None and isinstance(value, (EagerTensor, tf.Variable)):
             path = self.heap_tensors.get(id(value)) or self._paths.get(id(value))
         return path
-
-    def array_object(self, array: NumpyArray, loc: str) -> np.ndarray:
-        """The array object itself (returned, stored, printed): guarded to be the same object."""
-        self.guard(
-            f"identity of {array.path}@{loc}",
-            f"{array.path} is {self.const(array.sample)}",
-            "the same NumPy array object",
-            loc,
-        )
-        return array.sample
 
     def number_input(self, path: str, kind: type = float) -> PyNumber:
         """A Python float (int) re-read from ``path`` every call and fed to the graph as float64 (int64)."""
@@ -562,6 +566,10 @@ class GenerationContext:
                     if self.failed(key):  # rebound between calls: read where a deferred call needs it
                         return LateRead(base, attr)
                     expr = f"{self.const(base)}.{attr} is {self.const(value)}"
+                    if type(value) in (list, dict, set) and is_plain(value):  # sys.argv: changed in place too
+                        expr += f" and {self.const(base)}.{attr} == {self.const(snapshot(value))}"
+                    elif type(value) in (list, dict, set):
+                        raise NotConvertible(f"{base.__name__}.{attr} is a container janus cannot guard", loc)
                     self.guard(key, expr, f"{base.__name__}.{attr} is unchanged", loc)
                 return value
             return self.read_heap(value, f"{path}.{attr}", f"attribute {attr}", loc, profiled)
@@ -578,8 +586,7 @@ class GenerationContext:
                 return getattr(base, attr)  # guarded
             raise NotConvertible(f"ndarray.{attr} of a NumPy array fed by value (its data is read at run time)", loc)
         cls = base if isinstance(base, type) else type(base)
-        if keras_layers.is_keras_layer(base):
-            self.guard_keras_state(base, loc)
+        self.guard_keras_state(base, loc)
         if is_library_class(cls) or is_plain(base):
             with sandbox.library_call(f"{cls.__qualname__}.{attr}", loc):
                 value = getattr(base, attr)
@@ -766,12 +773,17 @@ class LateRead:
 
 
 def _is_list(value: object) -> bool:
-    """A list, or a library's tracking list (Keras's ``TrackedList``, TF's ``ListWrapper``)."""
-    return type(value) is list or isinstance(value, list) and is_library_class(type(value))
+    """A list, or a TF/Keras tracking list (Keras's ``TrackedList``, TF's ``ListWrapper``)."""
+    return type(value) is list or isinstance(value, list) and _is_tracking(type(value))
 
 
 def _is_dict(value: object) -> bool:
-    return type(value) is dict or isinstance(value, dict) and is_library_class(type(value))
+    """A dict, or a TF/Keras tracking dict. Not ``OrderedDict``/``defaultdict``: their type shows."""
+    return type(value) is dict or isinstance(value, dict) and _is_tracking(type(value))
+
+
+def _is_tracking(cls: type) -> bool:
+    return (cls.__module__ or "").split(".")[0] in ("tensorflow", "keras", "tf_keras")
 
 
 def snapshot(value: object) -> object:
@@ -800,7 +812,12 @@ def tensor_guard(path: str, dtype: tf.DType, shape: tuple | None, temp: str) -> 
 def scalar_guard(path: str, value: object, const: Callable[[object], str]) -> str:
     if value is None or value is Ellipsis:
         return f"{path} is {const(value)}"
-    return f"type({path}) is {const(type(value))} and {path} == {value!r}"
+    kind = f"type({path}) is {const(type(value))}"
+    if isinstance(value, (float, np.floating)) and value != value:
+        return f"{kind} and {path} != {path}"  # nan: equal to no value, itself included
+    if type(value) in (bool, int, str, bytes):
+        return f"{kind} and {path} == {value!r}"
+    return f"{kind} and {path} == {const(value)}"  # floats (inf), NumPy scalars: compared as values
 
 
 # The feeders below convert through NumPy scalars: TensorFlow caches every distinct Python scalar

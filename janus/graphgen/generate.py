@@ -41,7 +41,7 @@ class GeneratedGraph:
     prepare: Callable[..., list | None]  # guards + flat inputs, compiled
     num_inputs: int
     num_outputs: int
-    unpack: Callable[[list], tuple[object, list | None]]  # graph outputs -> (result, the heap writes' values)
+    unpack: Callable[[list, tuple], tuple[object, list | None]]  # (outputs, args) -> (result, heap writes' values)
     commit: Callable[..., None] | None  # replays heap writes after success: commit(V, a0, a1, ...)
     store_factory: object  # pyheap.StoreFactory when the graph uses the heap ops, else None
     assumptions: dict[int, Assumption]
@@ -84,7 +84,7 @@ def generate(
             ctx.code.bind(ph, flat_inputs[i])
         result = Interpreter(ctx).run(func, arguments)
         outputs: list[tf.Tensor] = []
-        flatten = _Flattener(outputs, ctx)
+        flatten = _Flattener(outputs, ctx, len(params))
         write_templates.extend(flatten(w.value, w.location) for w in ctx.heap.writes)
         template.append(flatten(result, loc))
         graph = tf.compat.v1.get_default_graph()
@@ -201,18 +201,32 @@ class _Flattener:
     as itself.
     """
 
-    def __init__(self, outputs: list, ctx: GenerationContext) -> None:
+    def __init__(self, outputs: list, ctx: GenerationContext, nargs: int) -> None:
         self.outputs = outputs
         self._ctx = ctx
+        self._params = ", ".join(f"a{i}" for i in range(nargs))
+        self._indices: dict[int, int] = {}  # id(graph tensor) -> its output: one object per call
+
+    def _source(self, path: str) -> tuple:
+        """The object at ``path`` when the call started: eager's very object (an argument tensor
+        stored on ``self``, an attribute array returned), re-read from the call's arguments."""
+        getter = eval(compile(f"lambda {self._params}: {path}", "<janus source>", "eval"), self._ctx.guards.namespace)  # noqa: S307
+        return ("source", getter)
 
     def __call__(self, value: object, loc: str) -> tuple:
         outputs = self.outputs
         if isinstance(value, PyNumber):
             outputs.append(value.tensor)
             return ("number", (len(outputs) - 1, value.type))
+        source = self._ctx.source_path(value) if isinstance(value, (tf.Tensor, NumpyArray)) else None
+        if source is not None:
+            return self._source(source)
         if is_symbolic(value) or isinstance(value, EagerTensor):
-            outputs.append(value if is_symbolic(value) else tf.identity(value))
-            return ("out", len(outputs) - 1)
+            index = self._indices.get(id(value))
+            if index is None:
+                outputs.append(value if is_symbolic(value) else tf.identity(value))
+                index = self._indices[id(value)] = len(outputs) - 1
+            return ("out", index)
         if isinstance(value, tf.IndexedSlices):  # e.g. the gradient of an embedding table, as eager returns it
             parts = [value.values, value.indices] + ([] if value.dense_shape is None else [value.dense_shape])
             return ("indexed_slices", [self(p, loc) for p in parts])
@@ -224,8 +238,6 @@ class _Flattener:
             return (type(value).__name__, (id(value), [self(v, loc) for v in value]))
         if type(value) is dict:
             return ("dict", (id(value), [(k, self(v, loc)) for k, v in value.items()]))
-        if isinstance(value, NumpyArray):
-            return ("const", self._ctx.array_object(value, loc))
         if isinstance(value, np.ndarray) and self._ctx.path_of(value) is None:
             return ("copy", value.copy())
         if isinstance(value, (set, types.GeneratorType)) or type(value).__name__ in (
@@ -248,26 +260,26 @@ class _Flattener:
         return ("const", value)
 
 
-def _unpacker(template: tuple, write_templates: list) -> Callable[[list], tuple[object, list | None]]:
-    """``outs -> (result, values the heap writes store)``, one identity memo per call."""
+def _unpacker(template: tuple, write_templates: list) -> Callable[[list, tuple], tuple[object, list | None]]:
+    """``(outs, args) -> (result, values the heap writes store)``, one identity memo per call."""
     if not write_templates:
         if template[0] == "out":
             index = template[1]
-            return lambda outs: (outs[index], None)
+            return lambda outs, args: (outs[index], None)
         if template[0] == "const":
             value = template[1]
-            return lambda outs: (value, None)
-        return lambda outs: (_pack(template, outs, {}), None)
+            return lambda outs, args: (value, None)
+        return lambda outs, args: (_pack(template, outs, {}, args), None)
 
-    def unpack(outs: list) -> tuple[object, list]:
+    def unpack(outs: list, args: tuple) -> tuple[object, list]:
         memo: dict[int, object] = {}
-        values = [_pack(t, outs, memo) for t in write_templates]
-        return _pack(template, outs, memo), values
+        values = [_pack(t, outs, memo, args) for t in write_templates]
+        return _pack(template, outs, memo, args), values
 
     return unpack
 
 
-def _pack(template: tuple, outs: list, memo: dict) -> object:
+def _pack(template: tuple, outs: list, memo: dict, args: tuple) -> object:
     kind, body = template
     if kind == "out":
         return outs[body]
@@ -279,23 +291,25 @@ def _pack(template: tuple, outs: list, memo: dict) -> object:
         return body.copy()
     if kind == "late":
         return body.read()
+    if kind == "source":
+        return body(*args)
     if kind == "formatted":
-        make, args, kwargs = body
-        return make(*_pack(args, outs, memo), **_pack(kwargs, outs, memo))
+        make, positional, keywords = body
+        return make(*_pack(positional, outs, memo, args), **_pack(keywords, outs, memo, args))
     if kind == "indexed_slices":
-        return tf.IndexedSlices(*(_pack(t, outs, memo) for t in body))
+        return tf.IndexedSlices(*(_pack(t, outs, memo, args) for t in body))
     key, items = body
     if key in memo:
         return memo[key]
     if kind == "dict":
         mapping: dict = {}
         memo[key] = mapping
-        mapping.update((k, _pack(t, outs, memo)) for k, t in items)
+        mapping.update((k, _pack(t, outs, memo, args)) for k, t in items)
         return mapping
     if kind == "list":
         sequence: list = []
         memo[key] = sequence
-        sequence.extend(_pack(t, outs, memo) for t in items)
+        sequence.extend(_pack(t, outs, memo, args) for t in items)
         return sequence
-    memo[key] = packed = tuple(_pack(t, outs, memo) for t in items)
+    memo[key] = packed = tuple(_pack(t, outs, memo, args) for t in items)
     return packed

@@ -921,7 +921,7 @@ class Interpreter:
         if isinstance(value, tf.Variable) and not keep_variables:
             raise NotConvertible("a tf.Variable handed to a deferred call (its text shows a later value)", loc)
         if isinstance(value, NumpyArray):
-            return self.ctx.array_object(value, loc)
+            return value  # the argument's (attribute's) own array, re-read from its path
         if isinstance(value, LateRead):
             return value
         if isinstance(value, (TensorList, SymbolicRange, LocalFunction)) or _is_value_kind(value):
@@ -963,6 +963,9 @@ class Interpreter:
 
     def _call_graph_library(self, callee: object, args: list, kwargs: dict, loc: str) -> object:
         """TensorFlow/Keras on symbolic tensors, in the sandbox that refuses user code."""
+        self.ctx.guard_keras_state(getattr(callee, "__self__", callee), loc)  # opt.apply_gradients, loss_fn(...)
+        if purity.implementation_module(callee).startswith(("keras.", "tf_keras.")):
+            self.ctx.guard_keras_config(loc)
         if any(isinstance(v, TensorList) for v in (*args, *kwargs.values())):
             return self._tensor_list_call(callee, args, kwargs, loc)
         args = [self._library_value(v, loc) for v in args]
@@ -1036,7 +1039,7 @@ class Interpreter:
             return self._formatted(callee, args, kwargs, loc)  # str(t), repr(t), format(t, spec): after the run
         if isinstance(callee, type) and issubclass(callee, Warning) and all(_known(v) for v in values):
             return callee(*args, **kwargs)  # warnings.warn(UserWarning("...")): a plain value
-        if callee not in _PURE_BUILTINS:
+        if callee not in _PURE_BUILTINS or callee is id:  # id(): janus may hold a local copy of a container
             raise NotConvertible(f"builtin {callee.__name__}() is not converted", loc)
         if callee not in (isinstance, issubclass, type, id, callable) and any(_holds_user_object(v) for v in values):
             raise NotConvertible(f"{callee.__name__}() of a user object (its methods would run)", loc)

@@ -11,9 +11,13 @@ same happens for user layers nested anywhere inside a library model (Sequential,
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
+import sys
 import types
 from collections.abc import Callable, Iterator
+
+import numpy as np
 
 from janus.graphgen.errors import NotConvertible
 from janus.source.library import is_library_code
@@ -25,11 +29,50 @@ def is_keras_layer(obj: object) -> bool:
     return any(k.__name__ == "Layer" and k.__module__.split(".")[0] in ("keras", "tf_keras") for k in type(obj).__mro__)
 
 
-def state_fingerprint(layer: object) -> tuple:
-    """What a Keras layer's call and its variable lists depend on besides its inputs: the layers
-    within it and their ``trainable`` flags (a GAN freezing its discriminator, a frozen
-    BatchNormalization, a block appended to a model's list of layers). Guarded before each call."""
-    return tuple((id(sub), sub.trainable) for sub in _layers_within(layer))
+def is_keras_object(obj: object) -> bool:
+    """A Keras layer, model, optimizer, loss or metric (Keras 3 or tf_keras)."""
+    module = type(obj).__module__ or ""
+    return module.split(".")[0] in ("keras", "tf_keras") and not isinstance(obj, type)
+
+
+def objects_within(obj: object) -> list[object]:
+    """``obj`` and, for a layer or model, every layer within it."""
+    return _layers_within(obj) if is_keras_layer(obj) else [obj]
+
+
+_SETTING_TYPES = (bool, int, float, str, bytes, type(None), np.generic)
+
+
+def _settings(obj: object) -> tuple:
+    """The Python settings a Keras object reads while it builds ops (``trainable``, ``momentum``,
+    ``epsilon``, ``clipnorm``, ``rate``, ``reduction``, its activation function): plain values by
+    value, functions by identity."""
+    out = []
+    for name, value in vars(obj).items():
+        plain_tuple = type(value) is tuple and all(isinstance(v, _SETTING_TYPES) for v in value)
+        if isinstance(value, _SETTING_TYPES) or plain_tuple:
+            out.append((name, value))
+        elif isinstance(value, (types.FunctionType, types.BuiltinFunctionType, functools.partial)):
+            out.append((name, id(value)))
+    return tuple(sorted(out, key=lambda item: item[0]))  # Keras re-adds some attributes: order varies
+
+
+def config() -> tuple:
+    """Keras's global settings (``epsilon()``, ``floatx()``, ``image_data_format()``) in force."""
+    out = []
+    for name in ("keras", "tf_keras"):
+        backend = getattr(sys.modules.get(name), "backend", None)
+        if backend is not None and hasattr(backend, "epsilon"):
+            out.append((name, backend.epsilon(), backend.floatx(), backend.image_data_format()))
+    return tuple(out)
+
+
+def state_fingerprint(obj: object) -> tuple:
+    """What a Keras object's ops depend on besides its inputs and variables: the layers within it
+    (a block appended to a model), every one's settings (a GAN freezing its discriminator, a
+    frozen BatchNormalization, a changed ``Dropout.rate`` or ``clipnorm``) and Keras's global
+    settings. Guarded before each call; compared as a whole."""
+    return (config(), tuple((id(sub), _settings(sub)) for sub in objects_within(obj)))
 
 
 def user_call(layer: object) -> types.FunctionType | None:

@@ -126,7 +126,7 @@ def _module_of(obj: object) -> str:
     return module
 
 
-def _implementation_module(callee: object) -> str:
+def implementation_module(callee: object) -> str:
     """The module whose code a call of ``callee`` runs."""
     func = getattr(callee, "__func__", None)
     if func is not None:
@@ -156,7 +156,7 @@ def classify(callee: object) -> Verdict:
         return Verdict(Effect.DEFERRED, "warnings.warn")
     if _is_logging_call(callee):
         return Verdict(Effect.DEFERRED, name)
-    module = _implementation_module(callee)
+    module = implementation_module(callee)
     short = getattr(callee, "__name__", "")
     if short == "executing_eagerly" and module.startswith("tensorflow.python.eager.context"):
         return Verdict(Effect.CONVERTED, name, answer=lambda *a, **k: True)  # eager's answer inside the function
