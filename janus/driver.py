@@ -36,7 +36,7 @@ from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConverti
 from janus.graphgen.generate import generate
 from janus.graphgen.interpreter import is_convertible_entry
 from janus.graphgen.source import location
-from janus.graphgen.specs import ArgSpec, ConstArg, SeqArg, derive
+from janus.graphgen.specs import ArgSpec, ConstArg, SeqArg, derive, item_key
 from janus.ops import build
 from janus.profiler import Profile, observe, profiled_call
 
@@ -345,7 +345,7 @@ def _value_failures(spec: ArgSpec, failures: collections.Counter, key: str) -> b
         return failures[f"{key}:value"] >= config.max_failures
     if isinstance(spec, SeqArg):
         labels = spec.keys if spec.keys is not None else range(len(spec.items))
-        return any(_value_failures(s, failures, f"{key}[{label!r}]") for label, s in zip(labels, spec.items))
+        return any(_value_failures(s, failures, item_key(key, label)) for label, s in zip(labels, spec.items))
     return failures[key] >= config.max_failures
 
 

@@ -163,3 +163,25 @@ def test_a_library_module_list_changed_in_place_between_calls():
     finally:
         sys.argv[:] = saved
     assert janus.stats(jitted)["graph_calls"] >= 2, janus.explain(jitted)
+
+
+def test_an_int_step_counter_argument_is_relaxed_to_a_run_time_int():
+    def make():
+        seen = []
+
+        def step(x, logs):
+            logs["step"] = logs["step"] + 1
+            seen.append(logs["step"] % 3)
+            return x * logs["step"]
+
+        return step, lambda: list(seen)
+
+    logs_eager, logs_janus = {"step": 0}, {"step": 0}
+    eager_fn, eager_state = make()
+    raw, janus_state = make()
+    jitted = janus.jit(raw)
+    for _ in range(12):
+        assert_same(eager_fn(tf.constant(2.0), logs_eager), jitted(tf.constant(2.0), logs_janus))
+        assert logs_eager == logs_janus and eager_state() == janus_state()
+    stats = janus.stats(jitted)
+    assert stats["graph_calls"] >= 5 and stats["imperative_calls"] == 0, janus.explain(jitted)

@@ -141,6 +141,9 @@ def _add_input_guards(
         flat.append(path)
     elif isinstance(spec, ConstArg):
         ctx.guard(f"{key}:value", scalar_guard(path, spec.value, ctx.const), f"{what} == {spec.value!r}", loc)
+    elif isinstance(spec, NumberArg) and spec.type is int:
+        check = f"type({path}) is int and -{2**31} <= {path} < {2**31}"
+        ctx.guard(f"{key}:type", check, f"{what} is an int (value relaxed)", loc)
     elif isinstance(spec, NumberArg):
         ctx.guard(f"{key}:type", f"type({path}) is float", f"{what} is a float (value relaxed)", loc)
     elif isinstance(spec, PointerArg):
@@ -170,7 +173,7 @@ def _argument_value(ctx: GenerationContext, spec: ArgSpec, path: str, what: str,
     if isinstance(spec, ConstArg):
         return spec.value
     if isinstance(spec, NumberArg):
-        return ctx.number_input(path)
+        return ctx.number_input(path, spec.type)
     if isinstance(spec, SeqArg):
         items = [
             _argument_value(ctx, s, f"{path}[{label!r}]", f"{what}[{label!r}]", loc, feed)

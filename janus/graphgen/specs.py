@@ -33,7 +33,7 @@ class ConstArg:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class NumberArg:
-    """A Python float relaxed from its value to its type (fed as a float64 scalar)."""
+    """A Python float (int) relaxed from its value to its type: fed as a float64 (int64) scalar."""
 
     type: type
 
@@ -70,6 +70,12 @@ def merge_shapes(shapes: Sequence[tuple | None]) -> tuple | None:
     return tuple(dims[0] if len(set(dims)) == 1 else None for dims in zip(*shapes))
 
 
+def item_key(key: str, label: object) -> str:
+    """The assumption key of an item: ``argument d['k']@file:line`` (as the guards name it)."""
+    what, _, loc = key.rpartition("@")
+    return f"{what}[{label!r}]@{loc}"
+
+
 def derive(
     observations: Sequence[Observation],
     path: str,
@@ -92,8 +98,9 @@ def derive(
         )
         return TensorArg(latest.dtype, shape, latest.value if constant else None)
     if isinstance(latest, ScalarObs):
-        if latest.type is float and failures(f"{path}:value") >= max_failures:
-            return NumberArg(float)
+        relaxable = latest.type is float or latest.type is int and abs(latest.value) < 2**31
+        if relaxable and failures(f"{path}:value") >= max_failures:
+            return NumberArg(latest.type)
         return ConstArg(latest.type, latest.value)
     if isinstance(latest, SeqObs):
         same = [
@@ -103,7 +110,7 @@ def derive(
         ]
         labels = latest.keys if latest.keys is not None else range(len(latest.items))
         items = tuple(
-            derive([o.items[i] for o in same], f"{path}[{label!r}]", failures, max_failures, exact_shapes)
+            derive([o.items[i] for o in same], item_key(path, label), failures, max_failures, exact_shapes)
             for i, label in enumerate(labels)
         )
         return SeqArg(latest.type, items, latest.keys)
