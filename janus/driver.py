@@ -23,6 +23,7 @@ import threading
 import time
 import types
 import weakref
+from collections.abc import Iterator
 
 import tensorflow as tf
 from tensorflow.python.eager.polymorphic_function import eager_function_run
@@ -43,9 +44,24 @@ from janus.profiler import Profile, observe, profiled_call
 log = logging.getLogger("janus")
 _registry: weakref.WeakSet[JitFunction] = weakref.WeakSet()
 # Held for every call of a function whose graphs commit writes to Python objects, from the guards
-# (which read the heap) to the commit: two threads' `self.n += 1` never lose an update. Functions
-# whose graphs write no Python state never take it.
+# (which read the heap) to the commit, and for profiled calls: two threads' `self.n += 1` never
+# lose an update. Functions whose graphs write no Python state never take it. A profiled call runs
+# user code, which may wait for another thread that calls a jitted function: so the lock is waited
+# for at most HEAP_LOCK_PATIENCE seconds, after which the call goes on without it (never a hang).
 _HEAP_LOCK = threading.RLock()
+HEAP_LOCK_PATIENCE = 1.0
+
+
+@contextlib.contextmanager
+def _heap_lock() -> Iterator[None]:
+    acquired = _HEAP_LOCK.acquire(timeout=HEAP_LOCK_PATIENCE)
+    if not acquired:
+        log.debug("janus: the heap lock is held by a call that waits on this thread: going on without it")
+    try:
+        yield
+    finally:
+        if acquired:
+            _HEAP_LOCK.release()
 
 
 class JitFunction:
@@ -92,7 +108,7 @@ class JitFunction:
         if config.disabled or not tf.executing_eagerly() or eager_function_run.RUN_FUNCTIONS_EAGERLY:
             return self.fn(*args, **kwargs)  # tf.config.run_functions_eagerly(True) is honoured
         if self._effectful:
-            with _HEAP_LOCK:
+            with _heap_lock():
                 return self._call(args, kwargs)
         return self._call(args, kwargs)
 
@@ -168,7 +184,7 @@ class JitFunction:
             with self._lock:
                 self._record_guard_miss(bound)
         try:
-            with _HEAP_LOCK:  # whether its graphs will write Python state is not known yet
+            with _heap_lock():  # whether its graphs will write Python state is not known yet
                 return self._profiled(bound, args, kwargs)
         finally:  # a call that raised was profiled too: build all the same
             if len(self.profile.calls) >= target and self.imperative_reason is None:

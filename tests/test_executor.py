@@ -114,12 +114,21 @@ def test_tensor_branch_is_speculated_and_checked():
     assert "branch is" in report and "test_executor.py" in report
 
 
-def test_python_int_that_keeps_changing_goes_imperative_with_reason():
+def test_python_int_that_keeps_changing_is_relaxed_to_its_type():
     def f(x, n):
-        return x * n
+        return x * n, n // 2, n % 3 == 0
 
-    calls = [(tf.constant(1.0), 5)] * 4 + [(tf.constant(1.0), i) for i in range(1, 6)]
-    jitted = run_differential(lambda: (f, no_state), calls)
+    calls = [(tf.constant(1.0), 5)] * 4 + [(tf.constant(1.0), i) for i in range(1, 10)]
+    jitted = run_differential(lambda: (f, no_state), calls, min_graph_calls=5)
+    assert "argument n is an int (value relaxed)" in janus.explain(jitted)
+
+
+def test_python_string_that_keeps_changing_goes_imperative_with_reason():
+    def f(x, mode):
+        return x * 2.0 if mode.startswith("t") else x
+
+    calls = [(tf.constant(1.0), "train")] * 4 + [(tf.constant(1.0), m) for m in ("a", "b", "c", "d", "e")]
+    jitted = run_differential(lambda: (f, no_state), calls, min_graph_calls=0)
     assert "keeps changing value" in janus.explain(jitted)
 
 

@@ -26,6 +26,7 @@ class Trainer:
     def __init__(self):
         self.w = tf.Variable(tf.fill([8, 1], 0.1))
         self.steps = 0
+        self.seen = 0.0
         self.history = []
 
     def step(self, x, y):
@@ -34,6 +35,7 @@ class Trainer:
         grad = tape.gradient(loss, self.w)
         self.w.assign_sub(0.01 * grad)
         self.steps += 1
+        self.seen += 0.5  # a relaxed float: fed each call (once leaked through TF's scalar cache)
         if len(self.history) < 4:
             self.history.append(loss)
         return loss
@@ -66,7 +68,7 @@ def test_twenty_thousand_steps_with_a_stats_reader():
     growth = rss_mib() - baseline
     print(f"soak: RSS grew {growth:.1f} MiB over {CALLS - WARMUP} calls")
     stats = janus.stats(step)
-    assert trainer.steps == CALLS
+    assert trainer.steps == CALLS and trainer.seen == CALLS * 0.5
     assert stats["calls"] == CALLS and stats["graph_calls"] + stats["profiled_calls"] == CALLS, stats
     assert stats["graph_calls"] > CALLS - 10, janus.explain(step)
     assert growth < 50, f"RSS grew {growth:.1f} MiB over {CALLS - WARMUP} calls"

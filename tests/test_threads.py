@@ -114,3 +114,74 @@ def test_threads_that_break_a_speculated_branch_at_once():
     stats = janus.stats(jitted)
     assert_counters_add_up(stats, 4 + 8 * 150)
     assert stats["graph_calls"] > 0, janus.explain(jitted)
+
+
+DEADLOCK_PROGRAMS = {
+    "fan_out": """
+import tensorflow as tf, janus
+from concurrent.futures import ThreadPoolExecutor
+pool = ThreadPoolExecutor(4)
+w = [tf.Variable(float(k)) for k in range(4)]
+
+class Counter:
+    n = 0
+
+def member(k, x):
+    Counter.n += 1
+    return x * w[k]
+
+jitted_member = janus.jit(member)
+
+@janus.jit
+def ensemble(x):
+    return tf.add_n(list(pool.map(jitted_member, range(4), [x] * 4)))
+
+print([float(ensemble(tf.constant(1.0 + i))) for i in range(5)], Counter.n)
+""",
+    "queue": """
+import queue, threading, tensorflow as tf, janus
+q = queue.Queue()
+
+class Box:
+    def __init__(self):
+        self.n = 0
+        self.seen = []
+
+    def produce(self, x):
+        self.n += 1
+        q.put(x * 2.0)
+
+    def consume(self):
+        item = q.get()
+        self.seen.append(item)
+        return item
+
+box = Box()
+produce, consume = janus.jit(Box.produce), janus.jit(Box.consume)
+out = []
+consumer = threading.Thread(target=lambda: out.extend(float(consume(box)) for _ in range(6)))
+consumer.start()
+for i in range(6):
+    produce(box, tf.constant(float(i)))
+consumer.join()
+print(out, box.n, len(box.seen))
+""",
+}
+
+
+def test_calls_that_wait_on_other_threads_never_deadlock(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    for name, program in DEADLOCK_PROGRAMS.items():
+        outputs = []
+        for mode in ("0", "1"):
+            done = subprocess.run(
+                [sys.executable, "-c", program], env={**env, "JANUS_DISABLE": mode},
+                capture_output=True, text=True, timeout=180,
+            )  # fmt: skip
+            assert done.returncode == 0, f"{name}: {done.stderr[-2000:]}"
+            outputs.append(done.stdout.strip().splitlines()[-1])
+        assert outputs[0] == outputs[1], (name, outputs)

@@ -19,7 +19,7 @@ _MAIN_IDENT = threading.main_thread().ident
 
 
 def run_whole(body: Callable[[], object]) -> object:
-    """Runs ``body()`` with SIGINT noted, not acted on; then delivers it to the handler in force."""
+    """Runs ``body()`` with SIGINT noted, not acted on; then delivers each one to the handler in force."""
     if threading.get_ident() != _MAIN_IDENT:
         return body()  # signals are handled by the main thread only
     previous = _signal.getsignal(_SIGINT)
@@ -31,5 +31,5 @@ def run_whole(body: Callable[[], object]) -> object:
         return body()
     finally:
         _signal.signal(_SIGINT, previous)
-        if pending:
-            previous(*pending[0])
+        for signum, frame in pending:  # each signal, as eager would have delivered it
+            previous(signum, frame)

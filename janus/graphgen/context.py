@@ -823,7 +823,7 @@ def scalar_guard(path: str, value: object, const: Callable[[object], str]) -> st
 # The feeders below convert through NumPy scalars: TensorFlow caches every distinct Python scalar
 # it converts, so a counter fed as a Python int would grow that cache by about 0.7 KiB a call.
 def _to_float64(value: float) -> tf.Tensor:
-    return tf.constant(np.float64(value))
+    return tf.constant(np.array(value, np.float64))  # np.float64 is a float: it would be cached
 
 
 def _to_bool(value: bool) -> tf.Tensor:
