@@ -13,11 +13,13 @@ from eager execution.
 
 from __future__ import annotations
 
+import functools
 import logging
+import types
 from collections.abc import Callable
 
 from janus.config import Config, config
-from janus.driver import BoundJit, JitFunction, all_functions, resolve
+from janus.driver import BoundJit, JitFunction, PartialJit, all_functions, resolve
 from janus.explain import explain
 from janus.graphgen.errors import StrictModeError
 from janus.transparent import disable, enable, enabled
@@ -35,14 +37,22 @@ def jit(fn: Callable | None = None, *, profile_calls: int | None = None, strict:
     """Serves calls of ``fn`` from speculatively generated TensorFlow graphs.
 
     Usable as ``@janus.jit``, ``@janus.jit(profile_calls=5)`` or ``janus.jit(f)``; on
-    plain functions and on methods (each instance gets its own specialisation).
+    plain functions and on methods (each instance gets its own specialisation), and on a
+    bound method (``janus.jit(model.step)``), a ``functools.partial`` or a callable object.
     ``strict=True`` raises ``janus.StrictModeError`` where the function would run
     imperatively for good, instead of falling back (and warning once).
     """
     if fn is None:
-        return lambda f: JitFunction(f, profile_calls=profile_calls, strict=strict)
-    if isinstance(fn, (JitFunction, BoundJit)):
+        return lambda f: jit(f, profile_calls=profile_calls, strict=strict)
+    if isinstance(fn, (JitFunction, BoundJit, PartialJit)):
         return fn
+    if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
+        return BoundJit(JitFunction(fn.__func__, profile_calls=profile_calls, strict=strict), fn.__self__)
+    if isinstance(fn, functools.partial):
+        return PartialJit(jit(fn.func, profile_calls=profile_calls, strict=strict), fn.args, fn.keywords)
+    call = getattr(type(fn), "__call__", None)
+    if not isinstance(fn, (types.FunctionType, type)) and isinstance(call, types.FunctionType):
+        return BoundJit(JitFunction(call, profile_calls=profile_calls, strict=strict), fn)  # a callable object
     return JitFunction(fn, profile_calls=profile_calls, strict=strict)
 
 

@@ -382,6 +382,20 @@ class BoundJit:
         return types.MethodType(self.jit_function.fn, self.instance)
 
 
+class PartialJit:
+    """``janus.jit(functools.partial(f, *args, **kwargs))``: ``f`` jitted, called with the bound arguments."""
+
+    __slots__ = ("jit_function", "args", "keywords")
+
+    def __init__(self, jitted: object, args: tuple, keywords: dict) -> None:
+        self.jit_function = jitted
+        self.args = args
+        self.keywords = keywords
+
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        return self.jit_function(*self.args, *args, **{**self.keywords, **kwargs})
+
+
 def _dump(jf: JitFunction, graph) -> None:
     if not config.dump_dir:
         return
@@ -403,6 +417,6 @@ def all_functions() -> list[JitFunction]:
 def resolve(fn: object) -> JitFunction:
     if isinstance(fn, JitFunction):
         return fn
-    if isinstance(fn, BoundJit):
-        return fn.jit_function
+    if isinstance(fn, (BoundJit, PartialJit)):
+        return resolve(fn.jit_function)
     raise TypeError(f"{fn!r} is not a janus.jit function")
