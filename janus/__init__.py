@@ -14,6 +14,7 @@ from eager execution.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import types
 from collections.abc import Callable
@@ -50,7 +51,7 @@ def jit(fn: Callable | None = None, *, profile_calls: int | None = None, strict:
         return BoundJit(JitFunction(fn.__func__, profile_calls=profile_calls, strict=strict), fn.__self__)
     if isinstance(fn, functools.partial):
         return PartialJit(jit(fn.func, profile_calls=profile_calls, strict=strict), fn.args, fn.keywords)
-    call = getattr(type(fn), "__call__", None)
+    call = inspect.getattr_static(type(fn), "__call__", None)
     if not isinstance(fn, (types.FunctionType, type)) and isinstance(call, types.FunctionType):
         return BoundJit(JitFunction(call, profile_calls=profile_calls, strict=strict), fn)  # a callable object
     return JitFunction(fn, profile_calls=profile_calls, strict=strict)
