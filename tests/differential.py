@@ -83,7 +83,9 @@ def captured_effects() -> Iterator[dict]:
     effects["logs"] = handler.records
 
 
-def _outcome(fn: Callable, args: tuple, kwargs: dict) -> tuple[str, object, dict]:
+def outcome(fn: Callable, args: tuple, kwargs: dict | None = None) -> tuple[str, object, dict]:
+    """``("ok", result, effects)`` or ``("raised", exception type, effects)`` of one call."""
+    kwargs = kwargs or {}
     with captured_effects() as effects:
         try:
             outcome = ("ok", fn(*args, **kwargs))
@@ -115,8 +117,8 @@ def run_differential(
     calls = list(calls)
     kwargs = list(kwargs) if kwargs is not None else [{}] * len(calls)
     for n, (args, kw) in enumerate(zip(calls, kwargs)):
-        expected = _outcome(eager_fn, args, kw)
-        actual = _outcome(jitted, args, kw)
+        expected = outcome(eager_fn, args, kw)
+        actual = outcome(jitted, args, kw)
         assert actual[0] == expected[0], f"call {n}: eager {expected}, janus {actual}"
         assert_same(expected[1], actual[1], f"call {n} result")
         assert actual[2] == expected[2], f"call {n}: effects differ: eager {expected[2]}, janus {actual[2]}"

@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
-from differential import _outcome, assert_same, run_differential
+from differential import assert_same, outcome, run_differential
 
 import janus
 
@@ -44,9 +44,9 @@ def run_interleaved(eager_fn, jitted, calls, before_each, state=None):
     """Per call index: ``before_each(i)`` (sets what both modes read), the eager call, the janus call."""
     for i, args in enumerate(calls):
         before_each(i)
-        expected = _outcome(eager_fn, args, {})
+        expected = outcome(eager_fn, args, {})
         before_each(i)
-        actual = _outcome(jitted, args, {})
+        actual = outcome(jitted, args, {})
         assert actual[0] == expected[0], f"call {i}: eager {expected}, janus {actual}"
         assert_same(expected[1], actual[1], f"call {i} result")
         assert actual[2] == expected[2], f"call {i}: effects differ: eager {expected[2]}, janus {actual[2]}"
@@ -137,10 +137,10 @@ def test_module_level_random_and_numpy_random_reseeded_per_call():
     eager_states, janus_states = [], []
     for i, args in enumerate(calls):
         reseed(i)
-        expected = _outcome(jitter, args, {})
+        expected = outcome(jitter, args, {})
         eager_states.append((random.getstate(), np.random.get_state()[2]))
         reseed(i)
-        actual = _outcome(jitted, args, {})
+        actual = outcome(jitted, args, {})
         janus_states.append((random.getstate(), np.random.get_state()[2]))
         assert actual[0] == expected[0], f"call {i}: eager {expected}, janus {actual}"
         assert_same(expected[1], actual[1], f"call {i} result")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
-from differential import assert_same, captured_effects, run_differential
+from differential import assert_same, outcome, run_differential
 
 import janus
 
@@ -25,15 +25,6 @@ LEGACY_KERAS = keras.__name__.startswith("tf_keras")
 
 
 # ---------------------------------------------------------------------------------------- helpers
-def outcome(fn, args):
-    with captured_effects() as effects:
-        try:
-            result = ("ok", fn(*args))
-        except Exception as exc:  # noqa: BLE001 - the exception type is part of the behaviour
-            result = ("raised", type(exc))
-    return (*result, effects)
-
-
 def compare(n, expected, actual):
     assert actual[0] == expected[0], f"call {n}: eager {expected}, janus {actual}"
     assert_same(expected[1], actual[1], f"call {n} result")

@@ -19,7 +19,7 @@ import warnings
 import numpy as np
 import pytest
 import tensorflow as tf
-from differential import _outcome, assert_same, run_differential
+from differential import assert_same, outcome, run_differential
 
 import janus
 
@@ -310,7 +310,7 @@ def test_summary_with_python_int_step_under_caller_writer_and_record_if(tmp_path
         outcomes = {}
         for mode, (fn, _, writer) in runs.items():
             with writer.as_default(), tf.summary.record_if(i % 3 != 1):  # not recorded on calls 1, 4, 7
-                outcomes[mode] = _outcome(fn, args, {})
+                outcomes[mode] = outcome(fn, args, {})
         expected, actual = outcomes["eager"], outcomes["janus"]
         assert actual[0] == expected[0], f"call {i}: eager {expected}, janus {actual}"
         assert_same(expected[1], actual[1], f"call {i} result")
@@ -346,7 +346,7 @@ def test_summary_default_step_set_by_the_caller(tmp_path, kind):
             for mode, fn in (("eager", eager_fn), ("janus", jitted)):
                 tf.summary.experimental.set_step(100 + 7 * i)
                 with writers[mode].as_default():
-                    outcomes[mode] = _outcome(fn, args, {})
+                    outcomes[mode] = outcome(fn, args, {})
             expected, actual = outcomes["eager"], outcomes["janus"]
             assert actual[0] == expected[0], f"call {i}: eager {expected}, janus {actual}"
             assert_same(expected[1], actual[1], f"call {i} result")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
-from differential import assert_same, captured_effects
+from differential import assert_same, outcome
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -109,15 +109,6 @@ def inputs(seed: int) -> list[tf.Tensor]:
     return [tf.constant(rng.uniform(-1.0, 1.0, size=3).astype(np.float32)) for _ in range(CALLS)]
 
 
-def outcome(fn, *args) -> tuple:
-    with captured_effects() as effects:
-        try:
-            result = ("ok", fn(*args))
-        except Exception as exc:  # noqa: BLE001 - the exception type is part of the behaviour
-            result = ("raised", type(exc))
-    return (*result, effects)
-
-
 def check_stamps(stamps: list[int], last: list[int], mode: str, n: int) -> None:
     assert all(a <= b for a, b in zip(stamps, stamps[1:])), f"call {n} ({mode}): clock went backwards: {stamps}"
     if stamps:
@@ -135,8 +126,8 @@ def run_program(statements: list[tuple[str, float]], seed: int, directory: Path)
     last_eager: list[int] = []
     last_janus: list[int] = []
     for n, x in enumerate(inputs(seed)):
-        expected = outcome(cls.step, eager_obj, x)
-        actual = outcome(jitted, janus_obj, x)
+        expected = outcome(cls.step, (eager_obj, x))
+        actual = outcome(jitted, (janus_obj, x))
         try:
             assert actual[0] == expected[0], f"call {n}: eager {expected}, janus {actual}"
             assert_same(expected[1], actual[1], f"call {n} result")

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 import tensorflow as tf
-from differential import assert_same, captured_effects, run_differential
+from differential import assert_same, outcome, run_differential
 
 import janus
 
@@ -42,22 +42,13 @@ class Program:
     check: Callable[[int, object], None] = lambda n, result: None
 
 
-def _outcome(fn: Callable, args: tuple) -> tuple:
-    with captured_effects() as effects:
-        try:
-            outcome = ("ok", fn(*args))
-        except Exception as exc:  # noqa: BLE001 - the exception type is part of the behaviour
-            outcome = ("raised", type(exc))
-    return (*outcome, effects)
-
-
 def run_live(make: Callable[[], Program], n_calls: int, *, min_graph_calls: int) -> janus.JitFunction:
     """``run_differential`` for programs whose driver touches their state between calls."""
     eager, janus_side = make(), make()
     jitted = janus.jit(janus_side.fn)
     for n in range(n_calls):
-        expected = _outcome(eager.fn, eager.args(n))
-        actual = _outcome(jitted, janus_side.args(n))
+        expected = outcome(eager.fn, eager.args(n))
+        actual = outcome(jitted, janus_side.args(n))
         assert actual[0] == expected[0], f"call {n}: eager {expected}, janus {actual}\n{janus.explain(jitted)}"
         try:
             assert_same(expected[1], actual[1], f"call {n} result")
