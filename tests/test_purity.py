@@ -116,3 +116,10 @@ def test_pure_math_on_values_known_while_generating_is_folded():
     for _ in range(5):
         np.testing.assert_allclose(jitted(_T), _T * math.log(11.0) + 2.0, rtol=1e-6)
     assert janus.stats(jitted)["graph_calls"] == 2, janus.explain(jitted)
+
+
+def test_horovod_collectives_are_graph_ops():
+    hvd = pytest.importorskip("horovod.tensorflow")
+    assert classify(hvd.allreduce).effect is Effect.GRAPH
+    assert classify(hvd.DistributedGradientTape).effect is Effect.GRAPH
+    assert classify(hvd.init).effect is Effect.REFUSED

@@ -65,6 +65,8 @@ _GRAPH_MODULES = (
     "tensorflow.python.util.nest",
     "keras.",
     "tf_keras.",
+    "horovod.tensorflow",  # collectives (allreduce, broadcast) and DistributedGradientTape: graph ops
+    "horovod.common",  # rank(), size(): fixed for the process
 )
 # Writers of TensorBoard summaries: effects on the default writer, replayed after the graph.
 _SUMMARY_MODULES = (
@@ -81,7 +83,7 @@ _HOST_STATE = frozenset(
         "init_scope", "get_default_graph", "executing_eagerly_outside_functions", "inside_function",
         "enable_eager_execution", "disable_eager_execution", "reset_default_graph", "clear_session",
         "set_value", "get_value", "batch_get_value", "batch_set_value", "print_msg", "set_seed",
-        "set_random_seed",
+        "set_random_seed", "init", "shutdown",
     }
 )  # fmt: skip
 # Tensor and variable methods that read a value into Python: in a graph the value is not known yet.
