@@ -185,3 +185,25 @@ def test_an_int_step_counter_argument_is_relaxed_to_a_run_time_int():
         assert logs_eager == logs_janus and eager_state() == janus_state()
     stats = janus.stats(jitted)
     assert stats["graph_calls"] >= 5 and stats["imperative_calls"] == 0, janus.explain(jitted)
+
+
+class Flagged:
+    def __init__(self):
+        self.training = True
+        self.w = tf.Variable(1.0)
+
+    def step(self, x):
+        if self.training:
+            self.w.assign_add(x)
+        return x * self.w
+
+
+def test_a_bool_flag_on_self_that_flips_gets_one_graph_per_value():
+    eager, graphed = Flagged(), Flagged()
+    jitted = janus.jit(Flagged.step)
+    for i in range(14):
+        eager.training = graphed.training = (i // 2) % 2 == 0
+        assert_same(Flagged.step(eager, tf.constant(1.0)), jitted(graphed, tf.constant(1.0)), f"call {i}")
+        assert_same(eager.w, graphed.w)
+    stats = janus.stats(jitted)
+    assert stats["graphs_built"] == 2 and stats["graph_calls"] >= 9, janus.explain(jitted)

@@ -148,7 +148,7 @@ class GenerationContext:
         """
         key = f"{what}@{loc}"
         keeps_changing = profiled is not None and self._varied(profiled) or self.failures(key) >= config.max_failures
-        if is_plain(value) and keeps_changing:
+        if is_plain(value) and keeps_changing and type(value) is not bool:  # a flag: one graph per value
             if type(value) is float:
                 self.guard(key, f"type({path}) is float", f"{what} is a float (value relaxed)", loc)
                 return self.number_input(path)
