@@ -513,26 +513,48 @@ class GenerationContext:
         """Whether an assumption with this key has failed before (then it is not made again)."""
         return self.failures(key) > 0
 
-    def mutate_container(self, container: object, method: str, args: tuple, loc: str) -> bool:
+    def mutate_container(self, container: object, method: str, args: tuple, loc: str) -> object:
         """A method call on a list/dict: logged when the container lives on the heap.
 
-        Returns True when the call was logged (and applied to the local copy) here.
+        Returns the method's result when the call was logged (and applied to the local copy)
+        here, or ``NOT_LOGGED`` for a container of this call's own.
         """
         path = self._origins.get(id(container))
         if path is None or method in READ_ONLY_METHODS:
-            return False
-        if method not in ("append", "extend", "update") or (method == "update" and len(args) != 1):
+            return NOT_LOGGED
+        if method not in _LOGGED_METHODS or (method == "update" and len(args) != 1):
             raise NotConvertible(f"{type(container).__name__}.{method}() on a container that lives on the heap", loc)
+        if method in ("setdefault", "pop", "insert", "__delitem__") and args and not is_plain(args[0]):
+            raise NotConvertible(f"{type(container).__name__}.{method}() with a key known only at run time", loc)
         for value in args:
             self._check_storable(value, loc)
         self._check_straight_line(loc)
-        getattr(container, method)(*args)
         if method == "update":
+            container.update(args[0])
             for key, value in dict(args[0]).items():
                 self.heap.log(Write("setitem", container, path, key, value, loc))
-        else:
+            return None
+        if method == "setdefault":
+            if args[0] in container:
+                return container[args[0]]
+            default = args[1] if len(args) > 1 else None
+            container[args[0]] = default
+            self.heap.log(Write("setitem", container, path, args[0], default, loc))
+            return default
+        if method == "pop" and isinstance(container, dict) and args[0] not in container and len(args) > 1:
+            return args[1]  # the default: nothing changes
+        try:
+            result = getattr(container, method)(*args)
+        except (KeyError, IndexError) as err:  # the contents are guarded: eager raises this too
+            raise NotConvertible(
+                f"{type(container).__name__}.{method}() raises {type(err).__name__} here", loc
+            ) from None
+        if method in ("append", "extend"):
             self.heap.log(Write(method, container, path, None, list(args[0]) if method == "extend" else args[0], loc))
-        return True
+        else:
+            key = args[0] if args else None
+            self.heap.log(Write(method, container, path, key, args[1] if method == "insert" else None, loc))
+        return result
 
     def check_library_argument(self, value: object, loc: str) -> None:
         """Library calls must not be handed user code they could run while generating."""
@@ -576,7 +598,7 @@ class GenerationContext:
         if isinstance(base, Formatted):
             raise NotConvertible("attribute of text made only after the graph ran", loc)
         if isinstance(base, HeapList):
-            if attr in ("append", "extend"):
+            if attr in ("append", "extend", "pop", "insert", "clear"):
                 return getattr(base, attr)  # logged, replayed after the graph
             if attr in READ_ONLY_METHODS:
                 return getattr(base.materialize(), attr)
@@ -770,6 +792,10 @@ class LateRead:
 
     def read(self) -> object:
         return getattr(self.module, self.attr)
+
+
+NOT_LOGGED = object()
+_LOGGED_METHODS = frozenset({"append", "extend", "update", "setdefault", "pop", "insert", "clear", "__delitem__"})
 
 
 def _is_list(value: object) -> bool:

@@ -25,7 +25,7 @@ _MISSING = object()
 
 @dataclasses.dataclass
 class Write:
-    kind: str  # "setattr", "setitem", "append", "extend", "call" (a deferred call)
+    kind: str  # "setattr", "setitem", "append", "extend", "pop", "insert", "clear", "__delitem__", "call"
     target: object  # the object written to (for read-your-writes); for "call", the callable
     path: str  # where the target object is re-read at commit time
     key: object  # attribute name or item key (plain constant); unused for append/extend/print
@@ -73,6 +73,26 @@ class HeapList:
                 items.append(value) if op == "append" else items.extend(value)
             self._items = items
         return self._items
+
+    def pop(self, index: int = -1) -> object:
+        return self._change("pop", index, None, lambda items: items.pop(index))
+
+    def insert(self, index: int, value: object) -> None:
+        return self._change("insert", index, value, lambda items: items.insert(index, value))
+
+    def clear(self) -> None:
+        return self._change("clear", None, None, lambda items: items.clear())
+
+    def _change(self, kind: str, key: object, value: object, apply) -> object:
+        if not (key is None or type(key) is int):
+            raise NotConvertible(f"list.{kind}() at an index known only at run time", self.loc)
+        self._check_straight_line(self.loc)
+        try:
+            result = apply(self.materialize())  # the contents as this call sees them (guarded)
+        except IndexError:
+            raise NotConvertible(f"list.{kind}() raises IndexError here", self.loc) from None
+        self._heap.log(Write(kind, self.real, self.path, key, value, self.loc))
+        return result
 
     def setitem(self, key: object, value: object) -> None:
         self._check_straight_line(self.loc)
@@ -130,6 +150,14 @@ class HeapLog:
                 lines.append(f"{write.path}.{write.kind}({value})")
             elif write.kind == "call":
                 lines.append(f"{const(write.target)}(*{value}[0], **{value}[1])")
+            elif write.kind == "pop":
+                lines.append(f"{write.path}.pop({'' if write.key is None else const(write.key)})")
+            elif write.kind == "insert":
+                lines.append(f"{write.path}.insert({write.key!r}, {value})")
+            elif write.kind == "clear":
+                lines.append(f"{write.path}.clear()")
+            elif write.kind == "__delitem__":
+                lines.append(f"del {write.path}[{const(write.key)}]")
             else:  # pragma: no cover - the kinds above are all that is logged
                 raise NotConvertible(f"unknown heap write {write.kind}", write.location)
         params = ", ".join(["V", *(f"a{i}" for i in range(nargs))])

@@ -28,7 +28,7 @@ from janus import distributed
 from janus.config import config
 from janus.executor.replay import CallSite
 from janus.graphgen import control_flow, effects, keras_layers, pynumber, recursion, sandbox
-from janus.graphgen.context import READ_ONLY_METHODS, GenerationContext, LateRead, snapshot
+from janus.graphgen.context import NOT_LOGGED, READ_ONLY_METHODS, GenerationContext, LateRead, snapshot
 from janus.graphgen.control_flow import SymbolicRange, TensorList
 from janus.graphgen.errors import NeedsStaticShape, NotConvertible
 from janus.graphgen.formatted import Formatted, formatted_trial, join_fstring
@@ -273,7 +273,7 @@ class Interpreter:
             current.extend(value)  # `self.outputs += [x]` extends the heap list in place
             return
         in_place = {(list, gast.Add): "extend", (dict, gast.BitOr): "update"}.get((type(current), type(node.op)))
-        if in_place and self.ctx.mutate_container(current, in_place, (value,), loc):
+        if in_place and self.ctx.mutate_container(current, in_place, (value,), loc) is not NOT_LOGGED:
             return
         result = self.operate(frame, node, _INPLACE[type(node.op)], current, value)
         if isinstance(target, gast.Name):
@@ -284,9 +284,16 @@ class Interpreter:
             self._store_item(base, key, result, loc)
 
     def _stmt_Delete(self, frame: Frame, node: gast.Delete) -> None:
+        loc = self.loc(frame, node)
         for target in node.targets:
+            if isinstance(target, gast.Subscript):  # del d[k]: logged for a container on the heap
+                container, key = self.eval(frame, target.value), self.eval(frame, target.slice)
+                if type(container) is dict and is_plain(key):
+                    if self.ctx.mutate_container(container, "__delitem__", (key,), loc) is NOT_LOGGED:
+                        del container[key]
+                    continue
             if not isinstance(target, gast.Name) or target.id not in frame.locals:
-                raise NotConvertible("`del` of something other than a local", self.loc(frame, node))
+                raise NotConvertible("`del` of something other than a local or a dict item", loc)
             del frame.locals[target.id]
 
     def _stmt_FunctionDef(self, frame: Frame, node: gast.FunctionDef) -> None:
@@ -873,10 +880,10 @@ class Interpreter:
         ):
             return self._call_builtin(frame, node, callee, args, kwargs, loc)
         container = callee.__self__ if isinstance(callee, types.BuiltinMethodType) else None
-        if type(container) in (list, dict, set) and self.ctx.mutate_container(
-            container, callee.__name__, tuple(args), loc
-        ):
-            return None
+        if type(container) in (list, dict, set):
+            result = self.ctx.mutate_container(container, callee.__name__, tuple(args), loc)
+            if result is not NOT_LOGGED:
+                return result
         call_impl = None if isinstance(callee, type) else inspect.getattr_static(type(callee), "__call__", None)
         if isinstance(call_impl, types.FunctionType) and not is_library_code(call_impl.__code__):
             self.ctx.guard_class_attribute(type(callee), "__call__", call_impl, loc)  # a user object with __call__
