@@ -113,6 +113,9 @@ _TENSOR_SAFE_BUILTINS = frozenset(
 )
 
 
+_NO_DEFAULT = object()  # a keyword-only parameter without a default
+
+
 class _Return(Exception):
     def __init__(self, value: object) -> None:
         self.value = value
@@ -262,7 +265,7 @@ class Interpreter:
         elif isinstance(target, gast.Attribute):
             base = self.eval(frame, target.value)
             profiled = (frame.code, target.lineno, chain_of(target, load=False))
-            current = self.ctx.read_attribute(base, target.attr, loc, profiled)
+            current = self.ctx.read_attribute(base, _mangled(frame.code, target.attr), loc, profiled)
         elif isinstance(target, gast.Subscript):
             base, key = self.eval(frame, target.value), self.eval(frame, target.slice)
             current = self._subscript(base, key, loc)
@@ -279,7 +282,7 @@ class Interpreter:
         if isinstance(target, gast.Name):
             self.assign(frame, target, result)
         elif isinstance(target, gast.Attribute):
-            self.ctx.write_attribute(base, target.attr, result, loc)
+            self.ctx.write_attribute(base, _mangled(frame.code, target.attr), result, loc)
         else:
             self._store_item(base, key, result, loc)
 
@@ -505,7 +508,8 @@ class Interpreter:
                 self.eval(frame, target.value), self.eval(frame, target.slice), value, self.loc(frame, target)
             )
         elif isinstance(target, gast.Attribute):
-            self.ctx.write_attribute(self.eval(frame, target.value), target.attr, value, self.loc(frame, target))
+            name = _mangled(frame.code, target.attr)
+            self.ctx.write_attribute(self.eval(frame, target.value), name, value, self.loc(frame, target))
         else:
             raise NotConvertible(f"assignment to {type(target).__name__}", self.loc(frame, target))
 
@@ -587,7 +591,7 @@ class Interpreter:
         base = self.eval(frame, node.value)
         chain = chain_of(node)
         profiled = (frame.code, node.lineno, chain) if chain is not None else None
-        return self.ctx.read_attribute(base, node.attr, self.loc(frame, node), profiled)
+        return self.ctx.read_attribute(base, _mangled(frame.code, node.attr), self.loc(frame, node), profiled)
 
     def _expr_Subscript(self, frame: Frame, node: gast.Subscript) -> object:
         return self._subscript(self.eval(frame, node.value), self.eval(frame, node.slice), self.loc(frame, node))
@@ -1102,19 +1106,33 @@ class Interpreter:
 
     def _local_function(self, frame: Frame, node: gast.AST) -> LocalFunction:
         defaults = [self.eval(frame, d) for d in node.args.defaults]
-        kw_defaults = [None if d is None else self.eval(frame, d) for d in node.args.kw_defaults]
+        kw_defaults = [_NO_DEFAULT if d is None else self.eval(frame, d) for d in node.args.kw_defaults]
         return LocalFunction(node, frame, defaults, kw_defaults)
 
     def _call_local(self, fn: LocalFunction, args: list, kwargs: dict) -> object:
+        """A nested ``def`` or ``lambda``: positional, keyword and keyword-only arguments, defaults."""
         spec = fn.node.args
-        if spec.posonlyargs or spec.kwonlyargs or spec.vararg or spec.kwarg or kwargs:
-            raise NotConvertible("local function with a complex signature", self.loc(fn.frame, fn.node))
+        loc = self.loc(fn.frame, fn.node)
+        if spec.posonlyargs or spec.vararg or spec.kwarg:
+            raise NotConvertible("local function with *args, **kwargs or positional-only parameters", loc)
         names = [a.id for a in spec.args]
-        if not len(names) - len(fn.defaults) <= len(args) <= len(names):
-            raise NotConvertible("local function called with wrong arity", self.loc(fn.frame, fn.node))
-        values = list(args) + fn.defaults[len(args) - (len(names) - len(fn.defaults)) :]
+        if len(args) > len(names):
+            raise NotConvertible("local function called with too many arguments", loc)
+        bound = dict(zip(names, args))
+        defaults = dict(zip(names[len(names) - len(fn.defaults) :], fn.defaults))
+        kw_names = [a.id for a in spec.kwonlyargs]
+        defaults.update((n, d) for n, d in zip(kw_names, fn.kw_defaults) if d is not _NO_DEFAULT)
+        for name, value in kwargs.items():
+            if name in bound or name not in names + kw_names:
+                raise NotConvertible(f"local function called with an unexpected argument {name!r}", loc)
+            bound[name] = value
+        for name in names + kw_names:
+            if name not in bound:
+                if name not in defaults:
+                    raise NotConvertible(f"local function called without argument {name!r}", loc)
+                bound[name] = defaults[name]
         scope = Frame(fn.frame.code, fn.frame.func_globals, fn.frame.cells, dict(fn.frame.locals))
-        scope.locals.update(zip(names, values))
+        scope.locals.update(bound)
         if isinstance(fn.node, gast.Lambda):
             return self.eval(scope, fn.node.body)
         return self._run_body(scope, fn.node.body)
@@ -1208,6 +1226,18 @@ def _holds_user_object(value: object) -> bool:
     if type(value) is dict:
         return any(_holds_user_object(k) or _holds_user_object(v) for k, v in value.items())
     return not isinstance(value, (LocalFunction, type)) and is_user_object(value)
+
+
+def _mangled(code: types.CodeType, attr: str) -> str:
+    """``self.__x`` in a class ``C`` is ``self._C__x``, as Python's compiler writes it."""
+    if not attr.startswith("__") or attr.endswith("__"):
+        return attr
+    parts = code.co_qualname.split(".")
+    i = len(parts) - 2  # the function's own name is last
+    while i >= 0 and parts[i] == "<locals>":
+        i -= 2  # a function's locals: the function before "<locals>" is no class
+    owner = parts[i].lstrip("_") if i >= 0 else ""
+    return f"_{owner}{attr}" if owner else attr
 
 
 def _known(value: object) -> bool:
