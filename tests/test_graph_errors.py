@@ -84,3 +84,47 @@ def test_a_heap_list_read_past_its_end_raises_index_error():
         assert outcomes[0] == outcomes[1], (n, outcomes)
         assert int(eager.reads.numpy()) == int(graphed.reads.numpy())
     assert janus.stats(jitted)["graph_calls"] >= 3, janus.explain(jitted)
+
+
+class Accumulator:
+    def __init__(self):
+        self.n = 0
+        self.w = tf.Variable([1.0, 2.0, 3.0])
+
+    def step(self, i):
+        self.n += 1
+        self.w.assign_add([1.0, 1.0, 1.0])  # a TF update first ...
+        return tf.gather(self.w, i)  # ... then an op that may raise
+
+
+def test_an_op_that_raises_after_a_tf_update_leaves_eagers_state():
+    def make():
+        acc = Accumulator()
+        return (lambda i: Accumulator.step(acc, i)), lambda: (acc.n, acc.w)
+
+    calls = [(tf.constant(i),) for i in (0, 1, 2, 1, 5, 2, 7, 0, 1)]
+    jitted = run_differential(make, calls, min_graph_calls=4)
+    assert janus.stats(jitted)["imperative_calls"] == 0, janus.explain(jitted)
+
+
+@pytest.mark.keras
+def test_labels_out_of_range_after_batch_norm_updated_its_statistics():
+    def make():
+        tf.keras.utils.set_random_seed(1)
+        model = tf.keras.Sequential([tf.keras.layers.Dense(4), tf.keras.layers.BatchNormalization()])
+        model.build((None, 3))
+        opt = tf.keras.optimizers.SGD(0.1)
+
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                logits = model(x, training=True)  # updates the moving statistics
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+
+        return step, lambda: [v.numpy() for v in model.variables]
+
+    x = tf.constant(np.arange(6, dtype=np.float32).reshape(2, 3) / 6.0)
+    labels = [[0, 1], [2, 3], [1, 0], [3, 2], [0, 9], [1, 1], [7, 0], [2, 2]]
+    run_differential(make, [(x, tf.constant(y)) for y in labels], min_graph_calls=3)

@@ -30,7 +30,7 @@ class AssumptionFailed(Exception):
 class GraphRunner:
     __slots__ = (
         "graph", "_name", "_attrs", "_call_options", "_num_inputs", "_num_outputs", "_unpack", "_concrete", "_commit",
-        "_stores", "_effects",
+        "_stores", "_effects", "_snapshot",
     )  # fmt: skip
 
     def __init__(self, graph: GeneratedGraph) -> None:
@@ -46,6 +46,7 @@ class GraphRunner:
         self._concrete = graph.concrete
         self._commit = graph.commit
         self._stores = graph.store_factory
+        self._snapshot = graph.snapshot
         self._effects = bool(graph.state_writes) or graph.commit is not None or graph.store_factory is not None
 
     def __call__(self, flat: list, args: tuple) -> object:
@@ -58,6 +59,7 @@ class GraphRunner:
         return self._run(flat, args)
 
     def _run(self, flat: list, args: tuple) -> object:
+        saved = [v.read_value() for v in self._snapshot]  # copy-on-write: copied when updated
         try:
             if record.could_possibly_record():
                 ctx = context.context()
@@ -75,6 +77,8 @@ class GraphRunner:
             assumption = failed_assumption_id(err)
             if assumption is not None:
                 raise AssumptionFailed(assumption) from None
+            for variable, value in zip(self._snapshot, saved):  # undo the updates that ran before the error
+                variable.assign(value)
             raise
         if self._stores is not None:  # every assumption held: the run-time objects' writes first
             self._stores.finish(commit=True)

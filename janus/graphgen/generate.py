@@ -24,7 +24,12 @@ from janus.graphgen.formatted import Formatted
 from janus.graphgen.heap import HeapList, PyObjectRef
 from janus.graphgen.interpreter import Interpreter
 from janus.graphgen.numpy_values import NumpyArray
-from janus.graphgen.ordering import is_state_write, order_state_writes, order_writes_after_earlier_ops
+from janus.graphgen.ordering import (
+    is_state_write,
+    order_state_writes,
+    order_writes_after_earlier_ops,
+    written_before_last_fallible,
+)
 from janus.graphgen.pynumber import PyNumber, to_python
 from janus.graphgen.source import location
 from janus.graphgen.specs import ArgSpec, ConstArg, NumberArg, ObjectArg, PointerArg, SeqArg, TensorArg
@@ -49,7 +54,8 @@ class GeneratedGraph:
     specs: list[ArgSpec]
     code: str
     state_writes: int
-    ops_before_writes: frozenset[str]  # an op among these that raises has left TF state untouched
+    ops_before_writes: frozenset[str]  # an op among these that raises leaves TF state untouched (after a restore)
+    snapshot: tuple  # variables the runner saves before a call and puts back if an op raises
     recursive: bool  # calls recursive graph functions (JanusInvoke)
     build_seconds: float
     notes: list[str]
@@ -72,7 +78,9 @@ def generate(
 
     template: list = []
     write_templates: list = []
-    before_writes: set[str] = set()  # ops created before the graph's first TF state update
+    before_writes: set[str] = set()  # ops created before the first TF state update
+    fallible_after_writes: set[str] = set()  # ops after it that may raise
+    snapshot_resources: list[tf.Tensor] = []  # resources updated before an op that may raise
 
     def driver(*placeholders: tf.Tensor) -> list[tf.Tensor]:
         feed = iter(placeholders)
@@ -92,6 +100,9 @@ def generate(
         first_write = order_writes_after_earlier_ops(graph)
         if first_write is not None:
             before_writes.update(op.name for op in graph.get_operations()[:first_write])
+        resources, fallible = written_before_last_fallible(graph, first_write)
+        snapshot_resources.extend(resources)
+        fallible_after_writes.update(fallible)
         ctx.code.returns(outputs)
         return outputs
 
@@ -105,6 +116,11 @@ def generate(
     prepare = ctx.guards.compile(len(params), flat_inputs + captures)
     commit = ctx.heap.compile(len(params), ctx.guards.namespace, lambda i: f"V[{i}]", ctx.const)
     writes = sum(1 for op in concrete.graph.get_operations() if is_state_write(op))
+    try:  # the updates before an op that may raise are saved and put back by the runner
+        snapshot = _variables_of(concrete, snapshot_resources)
+        recoverable = before_writes | fallible_after_writes
+    except _Unmapped:
+        snapshot, recoverable = (), set(before_writes)
     return GeneratedGraph(
         concrete=concrete,
         function_name=concrete._inference_function.name.decode()
@@ -121,11 +137,33 @@ def generate(
         specs=list(specs),
         code=ctx.code.render(),
         state_writes=writes,
-        ops_before_writes=frozenset(before_writes),
+        ops_before_writes=frozenset(recoverable),
+        snapshot=snapshot,
         recursive=bool(ctx.recursive_functions),
         build_seconds=time.perf_counter() - started,
         notes=list(ctx.notes),
     )
+
+
+def _variables_of(concrete: object, resources: list[tf.Tensor]) -> tuple:
+    """The variables behind the graph's captured resource placeholders ``resources``."""
+    if not resources:
+        return ()
+    external = {id(internal): outer for outer, internal in concrete.graph.captures}
+    by_handle = {id(v.handle): v for v in concrete.variables}
+    found = {}
+    for tensor in resources:
+        while tensor.op.type == "Identity" and id(tensor) not in external:
+            tensor = tensor.op.inputs[0]
+        variable = by_handle.get(id(external.get(id(tensor))))
+        if variable is None:  # a resource janus cannot map back: do not claim the call recoverable
+            raise _Unmapped
+        found[id(variable)] = variable
+    return tuple(found.values())
+
+
+class _Unmapped(Exception):
+    pass
 
 
 # ------------------------------------------------------------------ arguments

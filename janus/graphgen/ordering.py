@@ -78,3 +78,54 @@ def order_writes_after_earlier_ops(graph: tf.Graph) -> int | None:
         if barrier is not None and barrier not in op.control_inputs:
             op._add_control_inputs([barrier])
     return first_write
+
+
+# Ops that cannot raise at run time once their shapes are fixed (elementwise float math, reads,
+# plain assignments, optimizer updates, gradients of such ops, stateless RNG).
+_CANNOT_RAISE = frozenset(
+    {
+        "Placeholder", "Const", "Identity", "IdentityN", "NoOp", "ReadVariableOp", "StopGradient", "Cast",
+        "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp", "Shape", "ShapeN", "Size", "Rank",
+        "Fill", "ZerosLike", "OnesLike", "Add", "AddV2", "AddN", "Sub", "Mul", "Neg", "Square",
+        "SquaredDifference", "Sqrt", "Rsqrt", "Reciprocal", "RealDiv", "DivNoNan", "Maximum", "Minimum", "Pow",
+        "Exp", "Log", "Log1p", "Abs", "Sign", "Tanh", "Sigmoid", "Relu", "Relu6", "Elu", "Selu", "Softplus",
+        "LeakyRelu", "Softmax", "LogSoftmax", "Sum", "Mean", "Max", "Min", "Prod", "MatMul", "BatchMatMulV2",
+        "BiasAdd", "BiasAddGrad", "Select", "SelectV2", "Greater", "GreaterEqual", "Less", "LessEqual", "Equal",
+        "NotEqual", "LogicalAnd", "LogicalOr", "LogicalNot", "Floor", "Ceil", "Round", "ClipByValue", "L2Loss",
+        "Transpose", "ExpandDims", "Squeeze", "Pack", "ConcatV2", "Tile", "BroadcastTo", "Reshape", "ArgMax",
+        "ArgMin", "Bitcast", "BitwiseAnd", "BitwiseOr", "ReluGrad", "Relu6Grad", "TanhGrad", "SigmoidGrad",
+        "RsqrtGrad", "SqrtGrad", "Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput", "MaxPool",
+        "MaxPoolGrad", "AvgPool", "AvgPoolGrad", "FusedBatchNormV3", "FusedBatchNormGradV3",
+        "StatelessRandomGetKeyCounter", "StatelessRandomUniformV2", "StatelessRandomNormalV2",
+        "ResourceApplyGradientDescent", "ResourceApplyKerasMomentum", "ResourceApplyMomentum",
+        "ResourceApplyAdam", "ResourceApplyAdagradV2", "ResourceApplyRMSProp", "ResourceApplyAdaMax",
+    }
+)  # fmt: skip
+
+
+def may_raise(op: tf.Operation) -> bool:
+    return op.type not in _CANNOT_RAISE and not op.type.startswith("Horovod")
+
+
+def written_before_last_fallible(graph: tf.Graph, first_write: int | None) -> tuple[list[tf.Tensor], set[str]]:
+    """The resources updated before the graph's last op that may raise (after its first update),
+    and the names of the ops after the first update that may raise.
+
+    If such an op raises, the updates before it may have run: the runner keeps a snapshot of those
+    variables (usually BatchNormalization statistics and RNG state; an optimizer's updates come
+    last) and puts them back, so the call can be re-run eagerly.
+    """
+    if first_write is None:
+        return [], set()
+    operations = graph.get_operations()
+    fallible = [i for i in range(first_write, len(operations)) if may_raise(operations[i])]
+    if not fallible:
+        return [], set()
+    resources = [
+        t
+        for op in operations[first_write : fallible[-1]]
+        if is_state_write(op)
+        for t in op.inputs
+        if t.dtype == tf.resource
+    ]
+    return resources, {operations[i].name for i in fallible}
