@@ -81,7 +81,8 @@ def order_writes_after_earlier_ops(graph: tf.Graph) -> int | None:
 
 
 # Ops that cannot raise at run time once their shapes are fixed (elementwise float math, reads,
-# plain assignments, optimizer updates, gradients of such ops, stateless RNG).
+# plain assignments, optimizer updates, gradients of such ops, stateless RNG). With a dimension
+# known only at run time (a relaxed shape) any of them may raise (incompatible shapes).
 _CANNOT_RAISE = frozenset(
     {
         "Placeholder", "Const", "Identity", "IdentityN", "NoOp", "ReadVariableOp", "StopGradient", "Cast",
@@ -104,7 +105,12 @@ _CANNOT_RAISE = frozenset(
 
 
 def may_raise(op: tf.Operation) -> bool:
-    return op.type not in _CANNOT_RAISE and not op.type.startswith("Horovod")
+    """An op may raise at run time unless its type cannot once shapes are fixed and they are."""
+    if op.type.startswith("Horovod"):
+        return False
+    if op.type not in _CANNOT_RAISE:
+        return True
+    return not all(t.shape.is_fully_defined() for t in (*op.inputs, *op.outputs) if t.dtype != tf.resource)
 
 
 def written_before_last_fallible(graph: tf.Graph, first_write: int | None) -> tuple[list[tf.Tensor], set[str]]:
