@@ -53,9 +53,10 @@ def order_state_writes(graph: tf.Graph, assert_ops: list[tf.Operation]) -> None:
 
 
 def order_writes_after_earlier_ops(graph: tf.Graph) -> int | None:
-    """Makes every state update wait for every op created before it (program order), as eager would
-    have run them first: an op that raises (``tf.gather`` out of range, ``check_numerics``, a
-    user's assert) then leaves TF state as eager leaves it. Updates do not wait for each other.
+    """Makes every state update wait for every op created before it (program order) that may raise,
+    as eager would have run them first: an op that raises (``tf.gather`` out of range,
+    ``check_numerics``, a user's assert) then leaves TF state as eager leaves it. Updates do not
+    wait for each other, nor for ops that cannot raise.
 
     Returns the creation index of the first state update (None without one): an op that fails
     before it has left TF state untouched, so the call can be re-run eagerly.
@@ -66,7 +67,8 @@ def order_writes_after_earlier_ops(graph: tf.Graph) -> int | None:
     first_write = None
     for index, op in enumerate(operations):
         if not is_state_write(op):
-            pending.append(op)
+            if may_raise(op):  # an op that cannot raise need not run first
+                pending.append(op)
             continue
         if first_write is None:
             first_write = index
