@@ -237,7 +237,7 @@ class GenerationContext:
         Two values read from paths (arguments, the heap) are compared by ``prepare()`` before each
         call and fed as a bool; a tensor computed by the graph is a new object, never one of those.
         """
-        left_path, right_path = self._source_path(left), self._source_path(right)
+        left_path, right_path = self.source_path(left), self.source_path(right)
         if left_path is None or right_path is None:
             return left is right  # at least one is made by this call: the same only if the same value
         if left_path == right_path:
@@ -250,9 +250,6 @@ class GenerationContext:
 
     def source_path(self, value: object) -> str | None:
         """Where the very object ``value`` stands for is read from before the call, if anywhere."""
-        return self._source_path(value)
-
-    def _source_path(self, value: object) -> str | None:
         if isinstance(value, NumpyArray):
             return value.path
         path = self._tensor_paths.get(id(value))
