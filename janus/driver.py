@@ -37,7 +37,7 @@ from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConverti
 from janus.graphgen.generate import generate
 from janus.graphgen.interpreter import is_convertible_entry
 from janus.graphgen.source import location
-from janus.graphgen.specs import ArgSpec, ConstArg, SeqArg, derive, item_key
+from janus.graphgen.specs import ArgSpec, ConstArg, SeqArg, derive, item_key, list_pointer_keys
 from janus.ops import build
 from janus.profiler import Profile, observe, profiled_call
 
@@ -92,6 +92,7 @@ class JitFunction:
         self.imperative_reason: str | None = is_convertible_entry(self.fn)
         self._said_imperative = False  # the one warning that it runs imperatively was given
         self._observations: list[list] = [[] for _ in self.params]
+        self._failed_graphs: dict[tuple, set[str]] = {}  # signature of a graph dropped -> keys that failed
         self._exact_shapes = False
         self._broadcast_done = False
 
@@ -208,8 +209,11 @@ class JitFunction:
         assumption = runner.graph.assumptions.get(assumption_id)
         key = assumption.key if assumption else f"assumption {assumption_id}"
         self.stats.count("assumption_failures", "fallbacks")
+        if key in runner.graph.tolerated:  # rebuilding made this graph again: this call is eager's alone
+            return self._eager(self.fn, args, kwargs)
         with self._lock:
             if self.cache.remove(runner):  # the first thread to see it fail counts it
+                self._failed_graphs.setdefault(runner.graph.signature(), set()).add(key)
                 self._fail(key, f"JanusAssert failed: {assumption.description if assumption else key}")
         try:
             return self._profiled(bound, args, kwargs)
@@ -275,9 +279,11 @@ class JitFunction:
             self._go_imperative(f"janus's C++ ops are unavailable: {err}", "")
             return
         while True:
+            specs: list[ArgSpec] = []
             try:
+                specs = self._specs()
                 with _progress(self.fn.__qualname__):
-                    graph = generate(self.fn, self.params, self._specs(), self.profile, self.failures.__getitem__)
+                    graph = generate(self.fn, self.params, specs, self.profile, self.failures.__getitem__)
             except NeedsStaticShape as err:
                 if self._exact_shapes:
                     self._go_imperative(err.reason, err.location)
@@ -285,6 +291,8 @@ class JitFunction:
                 self._exact_shapes = True
                 continue
             except NotConvertible as err:
+                if self._unpoint_lists(specs, err):
+                    continue
                 self._go_imperative(err.reason, err.location)
                 return
             except GenerationError as err:
@@ -295,6 +303,11 @@ class JitFunction:
                 self._go_imperative(f"internal error while building the graph: {type(err).__name__}: {err}", "")
                 return
             break
+        tolerated = self._failed_graphs.get(graph.signature())
+        if tolerated:
+            graph.tolerated = set(tolerated)
+            log.info("janus: %s: rebuilt the same graph after %s failed: calls where it fails run eagerly, "
+                     "the graph serves the others", self.fn.__qualname__, ", ".join(sorted(tolerated)))  # fmt: skip
         self.cache.add(graph)
         self._effectful = self._effectful or graph.commit is not None or graph.store_factory is not None
         self.stats.count("graphs_built")
@@ -302,6 +315,19 @@ class JitFunction:
         log.info("janus: built graph %d for %s in %.3fs", self.stats.graphs_built, self.fn.__qualname__,
                  graph.build_seconds)  # fmt: skip
         _dump(self, graph)
+
+    def _unpoint_lists(self, specs: list[ArgSpec], err: NotConvertible) -> bool:
+        """A list argument passed by pointer (a batch of trees) whose use could not be converted
+        (its items indexed one by one): the next graph takes its items one by one again."""
+        keys = [
+            k
+            for name, spec in zip(self.params, specs)
+            for k in list_pointer_keys(spec, f"argument {name}@{location(self.fn.__code__)}")
+        ]  # fmt: skip
+        for key in keys:
+            self._fail(key, f"a list passed by pointer cannot be used here: {err.reason} ({err.location})")
+            self.failures[key] = config.max_failures
+        return bool(keys)
 
     def _go_imperative(self, reason: str, where: str) -> None:
         """From now on every call runs in eager: said once, loudly; ``strict`` raises instead."""

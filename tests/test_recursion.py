@@ -196,9 +196,18 @@ def test_a_node_of_another_type_breaks_the_assumption_and_falls_back():
 
 
 def _graph_ops(jitted):
+    """Every op of the graph, those of loop bodies and branches included."""
     entry = janus.driver.resolve(jitted)
     graph = entry.cache.entries[0].graph.concrete.graph
-    return graph.get_operations()
+    ops = list(graph.get_operations())
+    for function in graph.as_graph_def().library.function:
+        ops.extend(_NodeOp(node.op) for node in function.node_def)
+    return ops
+
+
+class _NodeOp:
+    def __init__(self, op_type: str) -> None:
+        self.type = op_type
 
 
 _SINGLE_THREADED_KERAS_STEP = """

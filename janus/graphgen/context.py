@@ -29,7 +29,7 @@ from janus.graphgen.formatted import Formatted
 from janus.graphgen.heap import MISSING, HeapList, HeapLog, PyObjectRef, Write
 from janus.graphgen.numpy_values import NumpyArray
 from janus.graphgen.ordering import order_state_writes
-from janus.graphgen.pynumber import PyNumber
+from janus.graphgen.pynumber import OptionalNumber, PyNumber
 from janus.graphgen.source import location
 from janus.graphgen.specs import merge_shapes
 from janus.graphgen.values import is_plain, is_symbolic, is_user_object
@@ -282,7 +282,8 @@ class GenerationContext:
         Each list or dict read from the heap is guarded not to be an argument container of its
         type; once such a guard has failed, the next graph takes them as one object instead."""
         for arg_path, container in self._argument_containers:
-            if not (_is_list(value) and type(container) is list or _is_dict(value) and type(container) is dict):
+            is_list = type(container) is list or isinstance(container, HeapList)
+            if not (_is_list(value) and is_list or _is_dict(value) and type(container) is dict):
                 continue
             key = f"{what} is argument {arg_path}@{loc}"
             if self.failures(key) > 0:
@@ -290,6 +291,16 @@ class GenerationContext:
                 return container
             self.guard(key, f"{path} is not {arg_path}", f"{what} is not argument {arg_path}", loc)
         return None
+
+    def unread_list(self, path: str, what: str, loc: str) -> HeapList:
+        """A list argument taken whole: appends are logged; reading its contents is refused."""
+
+        def contents_needed(*_args: object, **_kwargs: object) -> list:
+            raise NotConvertible(f"the contents of {what}, a list whose length changes between calls", loc)
+
+        view = HeapList([], path, what, loc, self.heap, contents_needed, self._check_straight_line)
+        self.register_argument_container(view, path)
+        return view
 
     def mark_heap_container(self, snapshot: object, path: str) -> object:
         """A local copy of a container that lives on the heap at ``path`` (writes go to the log)."""
@@ -326,8 +337,9 @@ class GenerationContext:
     def _expectation(self, values: list, what: str, loc: str) -> tuple[pyheap.Expectation, tf.DType, object]:
         assumption = Assumption(next(_assumption_ids), f"type of {what}@{loc}", f"{what} keeps its type", loc)
         self.assumptions[assumption.id] = assumption
-        # None next to numbers or tensors (a leaf's word, None on inner nodes) types the location
-        # as the numbers: a None read at run time breaks the assumption and the call re-runs eagerly.
+        # None next to tensors types the location as the tensors: a None read at run time breaks the
+        # assumption and the call re-runs eagerly. None next to numbers (a leaf's word, None on inner
+        # nodes) is an optional number: a presence flag read with the value.
         present = [v for v in values if v is not None]
         if present and all(isinstance(v, EagerTensor) for v in present) and len({v.dtype for v in present}) == 1:
             shape = merge_shapes([tuple(v.shape) for v in present])
@@ -335,6 +347,8 @@ class GenerationContext:
             return spec, present[0].dtype, shape
         for kind, dtype in ((float, tf.float64), (int, tf.int64), (bool, tf.bool)):
             if present and all(type(v) is kind for v in present):
+                if len(present) < len(values):
+                    return pyheap.Expectation(kind.__name__, assumption.id, optional=True), dtype, (2,)
                 return pyheap.Expectation(kind.__name__, assumption.id), dtype, ()
         if present and all(type(v) is list for v in present):  # lists of child nodes: a pointer to the list
             items = [x for v in present for x in v]
@@ -350,7 +364,10 @@ class GenerationContext:
         if spec.kind == "object":
             return PyObjectRef(value, spec.cls, [s for s in samples if s is not None], spec.optional)
         if spec.kind in ("float", "int", "bool"):
-            return PyNumber(value, {"float": float, "int": int, "bool": bool}[spec.kind])
+            kind = {"float": float, "int": int, "bool": bool}[spec.kind]
+            if spec.optional:
+                return OptionalNumber(tf.cast(value[0], tf.bool), PyNumber(value[1], kind))
+            return PyNumber(value, kind)
         return value
 
     def heap_get_item(self, heap_list: HeapList | PyObjectRef, index: PyNumber, loc: str) -> object:
@@ -751,6 +768,11 @@ class GenerationContext:
             return truth if expected else tf.logical_not(truth)
 
         self.check(condition, f"{what}@{loc}", what, loc)
+
+    def unwrap_optional(self, value: OptionalNumber, loc: str) -> PyNumber:
+        """The number of a may-be-None location used as a number: asserts it is not None."""
+        self.check(lambda: value.present, f"value is not None@{loc}", "a value that may be None is not None", loc)
+        return value.number
 
     def assert_nonzero(self, divisor: tf.Tensor, loc: str) -> None:
         """Division by a relaxed number: Python raises ZeroDivisionError, so check before."""

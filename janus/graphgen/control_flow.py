@@ -28,6 +28,7 @@ from tensorflow.python.framework import func_graph as func_graph_module
 from tensorflow.python.framework.ops import EagerTensor
 
 from janus.graphgen.errors import GenerationError, NotConvertible
+from janus.graphgen.heap import PyObjectRef
 from janus.graphgen.pynumber import PyNumber
 from janus.graphgen.values import is_plain, is_symbolic
 
@@ -109,12 +110,23 @@ def flatten(value: object, tensors: list) -> object:
     if isinstance(value, TensorList):
         tensors.extend([value.array.flow, value.size])
         return _Leaf("list", (value.array.dtype, value.element_shape))
+    if isinstance(value, PyObjectRef):  # an object known only at run time: its pointer crosses
+        tensors.append(value.pointer)
+        return _Leaf("pointer", _PointerKind(value.cls, value.optional, value.argument, value.samples))
     if is_symbolic(value) or isinstance(value, EagerTensor):
         tensors.append(value)
         return _Leaf("tensor")
     if type(value) in (tuple, list):
         return (type(value), tuple(flatten(v, tensors) for v in value))
     return _Leaf("static", value)
+
+
+@dataclasses.dataclass(frozen=True)
+class _PointerKind:
+    cls: type
+    optional: bool
+    argument: bool
+    samples: list = dataclasses.field(compare=False)
 
 
 def unflatten(template: object, tensors: list) -> object:
@@ -126,6 +138,9 @@ def unflatten(template: object, tensors: list) -> object:
                 return next(feed)
             if t.kind == "number":
                 return PyNumber(next(feed), t.extra)
+            if t.kind == "pointer":
+                kind = t.extra
+                return PyObjectRef(next(feed), kind.cls, kind.samples, kind.optional, kind.argument)
             if t.kind == "list":
                 dtype, shape = t.extra
                 flow, size = next(feed), next(feed)
@@ -212,6 +227,7 @@ def convert_cond(
     templates: list[object] = []
     had_assertions: list[bool] = []
     saved = _snapshot_containers(frame)
+    promote = False  # set for a second try: Python numbers that differ between branches become tensors
 
     def branch(block: list) -> Callable[[], list]:
         def run() -> list:
@@ -220,11 +236,11 @@ def convert_cond(
             with interp.ctx.nested_graph() as asserts:
                 if returns:
                     result = interp.run_block_for_return(scope, block + rest, tail, loc)
-                    templates.append(flatten(result, tensors))
+                    templates.append(flatten(_promoted(result) if promote else result, tensors))
                 else:
                     interp.exec_block(scope, block)
                     values = [scope.locals.get(n, UNDEFINED) for n in names]
-                    templates.append(flatten(values, tensors))
+                    templates.append(flatten(_promoted(values) if promote else values, tensors))
                 _restore_containers(saved, loc)
                 had_assertions.append(bool(asserts))
             tensors.append(tf.constant(True))  # every cond has an output: a handle on the cond op
@@ -232,14 +248,23 @@ def convert_cond(
 
         return run
 
-    try:
-        outputs = tf.cond(truth, branch(body), branch(orelse))
-    except (NotConvertible, GenerationError):
-        raise
-    except (ValueError, TypeError, AssertionError) as err:  # cond_v2 asserts on output count mismatches
-        raise NotConvertible(f"the branches of a tensor-dependent `if` produce different types: {err}", loc) from None
-    if len(templates) != 2 or not same_template(templates[0], templates[1]):
-        raise NotConvertible("the branches of a tensor-dependent `if` leave different Python values or types", loc)
+    for promote in (False, True):
+        templates.clear()
+        try:
+            with interp.ctx.attempt():
+                outputs = tf.cond(truth, branch(body), branch(orelse))
+        except (NotConvertible, GenerationError):
+            raise
+        except (ValueError, TypeError, AssertionError) as err:  # cond_v2 asserts on output count mismatches
+            if not promote and _numbers_differ(templates):
+                continue
+            raise NotConvertible(
+                f"the branches of a tensor-dependent `if` produce different types: {err}", loc
+            ) from None
+        if len(templates) == 2 and same_template(templates[0], templates[1]):
+            break
+        if promote or not _numbers_differ(templates):
+            raise NotConvertible("the branches of a tensor-dependent `if` leave different Python values or types", loc)
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
     if any(had_assertions):
         interp.ctx.assert_ops.append(outputs[-1].op)
@@ -266,30 +291,67 @@ def convert_select(
     loc = interp.loc(frame, node)
     templates: list[object] = []
     had_assertions: list[bool] = []
+    promote = False
 
     def branch(make: Callable[[Frame], object]) -> Callable[[], list]:
         def run() -> list:
             tensors: list = []
             with interp.ctx.nested_graph() as asserts:
-                templates.append(flatten(make(interp.scope(frame)), tensors))
+                value = make(interp.scope(frame))
+                templates.append(flatten(_promoted(value) if promote else value, tensors))
                 had_assertions.append(bool(asserts))
             tensors.append(tf.constant(True))
             return tensors
 
         return run
 
-    try:
-        outputs = tf.cond(_truth(predicate), branch(then), branch(otherwise))
-    except (NotConvertible, GenerationError):
-        raise
-    except (ValueError, TypeError, AssertionError) as err:
-        raise NotConvertible(f"the two sides of a tensor-dependent expression differ in type: {err}", loc) from None
-    if len(templates) != 2 or not same_template(templates[0], templates[1]):
-        raise NotConvertible("the two sides of a tensor-dependent expression differ in Python type", loc)
+    for promote in (False, True):  # `1.0 if t else 0.0`: a Python number known only at run time
+        templates.clear()
+        try:
+            with interp.ctx.attempt():
+                outputs = tf.cond(_truth(predicate), branch(then), branch(otherwise))
+        except (NotConvertible, GenerationError):
+            raise
+        except (ValueError, TypeError, AssertionError) as err:
+            if not promote and _numbers_differ(templates):
+                continue
+            raise NotConvertible(f"the two sides of a tensor-dependent expression differ in type: {err}", loc) from None
+        if len(templates) == 2 and same_template(templates[0], templates[1]):
+            break
+        if promote or not _numbers_differ(templates):
+            raise NotConvertible("the two sides of a tensor-dependent expression differ in Python type", loc)
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
     if any(had_assertions):
         interp.ctx.assert_ops.append(outputs[-1].op)
     return unflatten(templates[0], outputs[:-1])
+
+
+_NUMBER_DTYPES = {bool: tf.bool, int: tf.int64, float: tf.float64}
+
+
+def _promoted(value: object) -> object:
+    """Plain Python numbers in ``value`` as PyNumbers (``2 ** 62`` and beyond stay Python ints)."""
+    if type(value) in _NUMBER_DTYPES and not (type(value) is int and abs(value) >= 2**62):
+        return PyNumber(tf.constant(value, _NUMBER_DTYPES[type(value)]), type(value))
+    if type(value) in (list, tuple):
+        return type(value)(_promoted(v) for v in value)
+    return value
+
+
+def _numbers_differ(templates: list) -> bool:
+    """Whether the two branches' templates differ only where each holds a Python number of one type."""
+    if len(templates) != 2:
+        return False
+
+    def close(a: object, b: object) -> bool:
+        if isinstance(a, _Leaf) and isinstance(b, _Leaf):
+            numbers = a.kind == b.kind == "static" and type(a.extra) is type(b.extra) in _NUMBER_DTYPES
+            return numbers or same_template(a, b)
+        if isinstance(a, tuple) and isinstance(b, tuple) and not isinstance(a, _Leaf) and not isinstance(b, _Leaf):
+            return a[0] is b[0] and len(a[1]) == len(b[1]) and all(close(x, y) for x, y in zip(a[1], b[1]))
+        return False
+
+    return not same_template(*templates) and close(*templates)
 
 
 def _truth(value: tf.Tensor) -> tf.Tensor:
@@ -403,14 +465,18 @@ def convert_loop(interp: Interpreter, frame: Frame, node: gast.For | gast.While,
         scope = make_scope(trial_index, unflatten(entry_template, trial_vars), recorders)
         interp.exec_block(scope, node.body)
         trial_after, trial_lists = body_results(scope)
-        # With at least one iteration, `total = 0.0; total += t` carries a tensor of t's dtype.
-        promotions = [_promotion(v, a) if plan.static_count else None for v, a in zip(initial, trial_after)]
+        # With at least one iteration, `total = 0.0; total += t` carries a tensor of t's dtype (where
+        # the count is known only at run time, a JanusAssert checks that there is one).
+        promotions = [_promotion(v, a) if plan.count is not None else None for v, a in zip(initial, trial_after)]
         after_tensors: list = []
         after_template = flatten(trial_after, after_tensors)
         after_shapes = [t.shape for t in after_tensors]
         element_specs = [r.spec(loc) for r in trial_lists]
 
     if any(promotions):
+        if not plan.static_count:
+            count = plan.count
+            interp.ctx.check(lambda: count > 0, f"loop runs at least once@{loc}", "loop runs at least once", loc)
         initial = [tf.constant(v, p) if p is not None else v for v, p in zip(initial, promotions)]
         entry_tensors = []
         entry_template = flatten(initial, entry_tensors)

@@ -32,7 +32,7 @@ from janus.graphgen.ordering import (
 )
 from janus.graphgen.pynumber import PyNumber, to_python
 from janus.graphgen.source import location
-from janus.graphgen.specs import ArgSpec, ConstArg, NumberArg, ObjectArg, PointerArg, SeqArg, TensorArg
+from janus.graphgen.specs import ArgSpec, ConstArg, LazyListArg, NumberArg, ObjectArg, PointerArg, SeqArg, TensorArg
 from janus.graphgen.values import is_symbolic
 from janus.profiler.profile import Profile
 
@@ -59,6 +59,15 @@ class GeneratedGraph:
     recursive: bool  # calls recursive graph functions (JanusInvoke)
     build_seconds: float
     notes: list[str]
+    # assumption keys whose failure leaves this graph in place: the call runs eagerly, nothing is
+    # rebuilt (regenerating after such a failure made this very graph again)
+    tolerated: set[str] = dataclasses.field(default_factory=set)
+
+    def signature(self) -> tuple:
+        """What makes two builds the same speculation: their assumptions, guards and interface."""
+        assumptions = tuple(sorted({(a.key, a.description) for a in self.assumptions.values()}))
+        guards = tuple(g.expr for g in self.guards.guards)
+        return (assumptions, guards, self.num_inputs, self.num_outputs, self.state_writes)
 
 
 def generate(
@@ -187,6 +196,8 @@ def _add_input_guards(
     elif isinstance(spec, PointerArg):
         described = f"{what} is a {spec.cls.__qualname__} (passed by pointer)"
         ctx.guard(f"{key}:type", f"type({path}) is {ctx.const(spec.cls)}", described, loc)
+    elif isinstance(spec, LazyListArg):
+        ctx.guard(f"{key}:type", f"type({path}) is list", f"{what} is a list (its contents unread)", loc)
     elif isinstance(spec, SeqArg):
         kind = ctx.const(spec.type)
         described = f"{what} is a {spec.type.__name__} of length {len(spec.items)}"
@@ -222,8 +233,11 @@ def _argument_value(ctx: GenerationContext, spec: ArgSpec, path: str, what: str,
         container = ctx.mark_heap_container(dict(zip(spec.keys, items)) if spec.type is dict else items, path)
         ctx.register_argument_container(container, path)
         return container
+    if isinstance(spec, LazyListArg):
+        return ctx.unread_list(path, what, loc)
     if isinstance(spec, PointerArg):
-        return PyObjectRef(ctx.pointer_input(path), spec.cls, [spec.sample])
+        samples = spec.sample if spec.cls is list else [spec.sample]
+        return PyObjectRef(ctx.pointer_input(path), spec.cls, samples, argument=True)
     assert isinstance(spec, ObjectArg)
     return ctx.read_heap(spec.obj, path, what, loc)
 

@@ -113,6 +113,7 @@ class PyObjectRef:
     cls: type
     samples: list
     optional: bool = False  # may be None at run time (pointer 0)
+    argument: bool = False  # an argument passed by pointer (a batch), not an attribute read at run time
 
 
 class HeapLog:

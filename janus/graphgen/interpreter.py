@@ -29,12 +29,12 @@ from janus.config import config
 from janus.executor.replay import CallSite
 from janus.graphgen import control_flow, effects, keras_layers, pynumber, recursion, sandbox
 from janus.graphgen.context import NOT_LOGGED, READ_ONLY_METHODS, GenerationContext, LateRead, snapshot
-from janus.graphgen.control_flow import SymbolicRange, TensorList
+from janus.graphgen.control_flow import SymbolicRange, TensorList, escapes
 from janus.graphgen.errors import NeedsStaticShape, NotConvertible
 from janus.graphgen.formatted import Formatted, formatted_trial, join_fstring
 from janus.graphgen.heap import MISSING, HeapList, PyObjectRef
 from janus.graphgen.numpy_values import NumpyArray
-from janus.graphgen.pynumber import PyNumber
+from janus.graphgen.pynumber import OptionalNumber, PyNumber
 from janus.graphgen.source import function_ast, location
 from janus.graphgen.values import is_plain, is_safe_operand, is_symbolic, is_user_object
 from janus.profiler.heapreads import chain_of
@@ -249,7 +249,8 @@ class Interpreter:
         raise _Return(None if node.value is None else self.eval(frame, node.value))
 
     def _stmt_Assign(self, frame: Frame, node: gast.Assign) -> None:
-        value = self.eval(frame, node.value)
+        local = all(isinstance(t, gast.Name) for t in node.targets)
+        value = self.eval(frame, node.value, optional_ok=local)
         for target in node.targets:
             self.assign(frame, target, value)
 
@@ -306,7 +307,7 @@ class Interpreter:
 
     def _stmt_If(self, frame: Frame, node: gast.If, rest: list = (), tail: bool = False) -> bool:
         """Folds, speculates or converts an ``if``; True when it consumed ``rest`` (see convert_cond)."""
-        value = _truth_value(self.eval(frame, node.test))
+        value = self._truth_value(self.eval(frame, node.test, optional_ok=True), frame, node)
         position = self.ctx.branch_position(frame.code, node)
         branch_tail = tail and not rest
         if not is_symbolic(value):
@@ -324,6 +325,9 @@ class Interpreter:
     def _stmt_For(self, frame: Frame, node: gast.For) -> None:
         iterable = self.eval(frame, node.iter)
         loc = self.loc(frame, node)
+        if isinstance(iterable, PyObjectRef) and iterable.cls is list and iterable.argument:
+            self._bounded_loop(frame, node, iterable, loc)
+            return
         items = self._for_items(frame, node, iterable, loc)
         if isinstance(items, control_flow.LoopPlan):
             if type(iterable) is not range:
@@ -339,6 +343,50 @@ class Interpreter:
                 self.ctx.note(f"loop unrolled instead of tf.while_loop: {err}")
                 items = iter(iterable)
         self._unrolled(frame, node, items, loc)
+
+    def _bounded_loop(self, frame: Frame, node: gast.For, batch: PyObjectRef, loc: str) -> None:
+        """``for tree in batch`` over a list passed by pointer (any length up to a bound): the first
+        iteration runs unconditionally, each further one under ``tf.cond(i < len(batch))``, the
+        bound doubling whenever a longer list comes. Gradients keep eager's types (``tf.cond``
+        passes a gather's ``IndexedSlices`` through, a ``tf.while_loop`` makes them dense)."""
+        if escapes(node.body, loop_exits=True) or node.orelse:
+            raise NotConvertible("`break`/`continue`/`return`/`else` in a loop over a list passed by pointer", loc)
+        count = self.ctx.heap_len(batch, loc).tensor
+        bound_key, once_key = f"list loop bound@{loc}", f"list loop runs at least once@{loc}"
+        bound = max(len(sample) for sample in batch.samples) * 2 ** self.ctx.failures(bound_key)
+        if bound > config.max_unroll:
+            raise NotConvertible(
+                f"a loop over a list passed by pointer longer than config.max_unroll={config.max_unroll}", loc
+            )
+        self.ctx.check(lambda: count <= bound, bound_key, f"the list has at most {bound} items", loc)
+        if self.ctx.failed(once_key):  # an empty list came: every iteration under its tf.cond, if it can be
+            saved = dict(frame.locals)
+            try:
+                with self.ctx.attempt():
+                    self._loop_iterations(frame, node, batch, count, range(bound), loc)
+                return
+            except NotConvertible:  # `loss = 0.0; loss += t`: a Python float after no iteration
+                frame.locals.clear()
+                frame.locals.update(saved)
+        # `loss = 0.0; loss += t` becomes a tensor in the first iteration: it runs unconditionally
+        self.ctx.check(lambda: count >= 1, once_key, "the list is not empty", loc)
+        self.assign(frame, node.target, self.ctx.heap_get_item(batch, PyNumber(tf.constant(0, tf.int64), int), loc))
+        self.exec_block(frame, node.body)
+        self._loop_iterations(frame, node, batch, count, range(1, bound), loc)
+
+    def _loop_iterations(
+        self, frame: Frame, node: gast.For, batch: PyObjectRef, count: tf.Tensor, indices: range, loc: str
+    ) -> None:
+        for i in indices:
+            index = PyNumber(tf.constant(i, tf.int64), int)
+            item = LoopItem(node.target, functools.partial(self.ctx.heap_get_item, batch, index, loc))
+            guarded = gast.copy_location(
+                gast.If(test=gast.Constant(True, None), body=[item, *node.body], orelse=[]), node
+            )
+            control_flow.convert_cond(self, frame, guarded, tf.constant(i, tf.int64) < count, [], False)
+
+    def _stmt_LoopItem(self, frame: Frame, node: LoopItem) -> None:
+        self.assign(frame, node.target, node.element())
 
     def _unrolled(self, frame: Frame, node: gast.For, items: Iterator[object], loc: str) -> None:
         for count, item in enumerate(items):
@@ -547,11 +595,17 @@ class Interpreter:
         self.exec_block(frame, node.finalbody)
 
     # ----------------------------------------------------------------- expressions
-    def eval(self, frame: Frame, node: gast.expr) -> object:
+    def eval(self, frame: Frame, node: gast.expr, optional_ok: bool = False) -> object:
+        """The value of ``node``. A number that may be None (``OptionalNumber``) is kept as such
+        only where ``optional_ok`` (an ``is None`` test, a truth test, a local name); any other use
+        asserts that it is present."""
         method = getattr(self, f"_expr_{type(node).__name__}", None)
         if method is None:
             raise NotConvertible(f"expression `{type(node).__name__}` is not converted", self.loc(frame, node))
-        return method(frame, node)
+        value = method(frame, node)
+        if isinstance(value, OptionalNumber) and not optional_ok:
+            return self.ctx.unwrap_optional(value, self.loc(frame, node))
+        return value
 
     def _expr_Constant(self, frame: Frame, node: gast.Constant) -> object:
         return node.value
@@ -673,7 +727,9 @@ class Interpreter:
         return self.operate(frame, node, _BINOPS[type(node.op)], left, right)
 
     def _expr_UnaryOp(self, frame: Frame, node: gast.UnaryOp) -> object:
-        operand = self.eval(frame, node.operand)
+        operand = self.eval(frame, node.operand, optional_ok=isinstance(node.op, gast.Not))
+        if isinstance(operand, OptionalNumber):
+            return PyNumber(tf.logical_not(operand.truth()), bool)
         if isinstance(node.op, gast.Not):
             if isinstance(operand, PyNumber) and operand.type is bool:
                 return PyNumber(tf.logical_not(operand.tensor), bool)
@@ -706,12 +762,12 @@ class Interpreter:
         return self._bool_op(frame, node, operands[1:])
 
     def _expr_Compare(self, frame: Frame, node: gast.Compare) -> object:
-        return self._compare_chain(frame, node, self.eval(frame, node.left), 0)
+        return self._compare_chain(frame, node, self.eval(frame, node.left, optional_ok=True), 0)
 
     def _compare_chain(self, frame: Frame, node: gast.Compare, left: object, i: int) -> object:
         """``a < b < c`` is ``a < b and b < c`` with ``b`` evaluated once: every link that Python
         would test is tested, at run time where a link's outcome is only known then."""
-        right = self.eval(frame, node.comparators[i])
+        right = self.eval(frame, node.comparators[i], optional_ok=True)
         result = self._compare(frame, node, node.ops[i], left, right)
         if i + 1 == len(node.ops):
             return result
@@ -728,7 +784,12 @@ class Interpreter:
         loc = self.loc(frame, node)
         if isinstance(op, (gast.In, gast.NotIn)) and (is_symbolic(left) or is_symbolic(right)):
             raise NotConvertible("`in` with a tensor", loc)
-        if not isinstance(op, (gast.Is, gast.IsNot)):
+        is_op = isinstance(op, (gast.Is, gast.IsNot))
+        optional = next((v for v in (left, right) if isinstance(v, OptionalNumber)), None)
+        if optional is not None and is_op and (left is None or right is None):
+            return PyNumber(optional.present if isinstance(op, gast.IsNot) else tf.logical_not(optional.present), bool)
+        left, right = (self.ctx.unwrap_optional(v, loc) if isinstance(v, OptionalNumber) else v for v in (left, right))
+        if not is_op:
             return self.operate(frame, node, _COMPARE[type(op)], left, right)
         if _optional_ref_vs_none(left, right):
             ref = left if isinstance(left, PyObjectRef) else right
@@ -743,7 +804,7 @@ class Interpreter:
         return _COMPARE[type(op)](left, right)
 
     def _expr_IfExp(self, frame: Frame, node: gast.IfExp) -> object:
-        test = _truth_value(self.eval(frame, node.test))
+        test = self._truth_value(self.eval(frame, node.test, optional_ok=True), frame, node)
         if is_symbolic(test):
             return control_flow.convert_select(
                 self,
@@ -979,6 +1040,8 @@ class Interpreter:
             self.ctx.guard_keras_config(loc)
         if any(isinstance(v, TensorList) for v in (*args, *kwargs.values())):
             return self._tensor_list_call(callee, args, kwargs, loc)
+        if callee is tf.constant and len(args) == 1 and not kwargs and pynumber.involves(tf.nest.flatten(args[0])):
+            callee = tf.convert_to_tensor  # tf.constant(x) of numbers known at run time: the same tensor
         args = [self._library_value(v, loc) for v in args]
         kwargs = {k: self._library_value(v, loc) for k, v in kwargs.items()}
         for value in (*args, *kwargs.values()):
@@ -1072,6 +1135,11 @@ class Interpreter:
             return PyNumber(tf.cast(args[0].size, tf.int64), int)
         if any(isinstance(v, TensorList) for v in values):
             raise NotConvertible(f"{callee.__name__}() of a list built in a converted loop", loc)
+        if callee in (int, float, bool) and len(args) == 1 and not kwargs and isinstance(args[0], PyNumber):
+            check = lambda condition: self.ctx.check(  # noqa: E731
+                condition, f"{callee.__name__}() argument in range@{loc}", f"{callee.__name__}() argument in range", loc
+            )
+            return pynumber.convert_builtin(callee, args[0], check, loc)
         if any(isinstance(v, PyNumber) for v in values):
             raise NotConvertible(f"{callee.__name__}() of a Python number unknown while generating", loc)
         if any(isinstance(v, Formatted) or _is_value_kind(v) for v in values):
@@ -1193,6 +1261,23 @@ class Interpreter:
     def loc(self, frame: Frame, node: gast.AST) -> str:
         return location(frame.code, node)
 
+    def _truth_value(self, value: object, frame: Frame, node: gast.AST) -> object:
+        """The value an ``if`` tests: a tensor where it is known only at run time."""
+        if isinstance(value, PyObjectRef) and value.cls is list:  # `if batch:` of a list passed by pointer
+            return tf.not_equal(self.ctx.heap_len(value, self.loc(frame, node)).tensor, 0)
+        return _truth_value(value)
+
+
+class LoopItem(gast.stmt):
+    """``target = <the loop's next item>``: the first statement of a loop iteration made a branch."""
+
+    _fields = ("target",)
+
+    def __init__(self, target: gast.expr, element: Callable[[], object]) -> None:
+        super().__init__()
+        self.target = target
+        self.element = element
+
 
 def _optional_ref_vs_none(left: object, right: object) -> bool:
     """``ref is None`` where ``ref`` is a run-time object that may be None: decided at run time."""
@@ -1205,6 +1290,8 @@ def _truth_value(value: object) -> object:
     """The value an ``if`` tests: tensors for Python numbers and may-be-None objects known at run time."""
     if isinstance(value, PyNumber):
         return value.tensor
+    if isinstance(value, OptionalNumber):
+        return value.truth()
     if isinstance(value, PyObjectRef) and value.optional:
         return tf.not_equal(value.pointer, 0)
     return value

@@ -58,6 +58,49 @@ class PyNumber:
     type: type
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class OptionalNumber:
+    """A heap location that holds a Python number or ``None`` (a leaf's word; ``None`` on inner
+    nodes): a presence flag plus the number. ``x is None`` reads the flag; any other use of the
+    number plants a JanusAssert that it is present (eager would raise a TypeError on ``None``)."""
+
+    present: tf.Tensor  # bool scalar
+    number: PyNumber
+
+    @property
+    def type(self) -> type:
+        return self.number.type
+
+    def truth(self) -> tf.Tensor:
+        """``bool(x)``: ``None`` and zero are false."""
+        value = self.number.tensor
+        nonzero = value if value.dtype == tf.bool else tf.not_equal(value, tf.zeros([], value.dtype))
+        return tf.logical_and(self.present, nonzero)
+
+
+def convert_builtin(
+    callee: type, value: PyNumber, check: Callable[[Callable[[], tf.Tensor]], None], loc: str
+) -> PyNumber:
+    """``int(x)``, ``float(x)``, ``bool(x)`` of a number known only at run time, as Python computes them.
+
+    ``int`` of a float truncates toward zero (as the cast does); a float that is not finite or does
+    not fit int64 makes Python raise or give a big int, so a JanusAssert sends such calls to eager.
+    ``float`` of an int is exact below 2**53 (the cast rounds to nearest, as Python does).
+    """
+    t = value.tensor
+    if callee is bool:
+        return PyNumber(t if value.type is bool else tf.not_equal(t, tf.zeros([], t.dtype)), bool)
+    if callee is int:
+        if value.type is float:
+            check(lambda: tf.logical_and(tf.math.is_finite(t), tf.abs(t) < 2.0**62))
+        return PyNumber(tf.cast(t, tf.int64), int)
+    if callee is float:
+        if value.type is int:
+            check(lambda: tf.abs(t) < 2**53)
+        return PyNumber(tf.cast(t, tf.float64), float)
+    raise NotConvertible(f"{callee.__name__}() of a Python number unknown while generating", loc)
+
+
 def involves(operands: tuple) -> bool:
     return any(isinstance(v, PyNumber) for v in operands)
 

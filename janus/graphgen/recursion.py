@@ -217,6 +217,7 @@ class RecursiveFunction:
     outputs: OutputSpec
     captures: list  # external tensors every invocation passes after the parameters
     has_asserts: bool = False
+    assumptions: dict = dataclasses.field(default_factory=dict)  # those its body plants (by id)
     trainable_inputs: list[int] = dataclasses.field(default_factory=list)  # indices into the flat inputs
     grad_kinds: list[str] = dataclasses.field(default_factory=list)  # per trainable input: none/dense/sparse
     grad_dtypes: list[tf.DType] = dataclasses.field(default_factory=list)  # the backward's flat outputs
@@ -354,6 +355,7 @@ def _build(interp, func, names, template, leaves, loc) -> RecursiveFunction:
     key = (func.__code__, tuple(p.key() for p in params))
     cached = ctx.recursive_functions.get(key)
     if cached is not None:
+        ctx.assumptions.update(cached.assumptions)  # an abandoned attempt may have dropped them
         return cached
     for i, (p, value) in enumerate(zip(params, leaves)):
         if p.kind == "static" and _is_tree_node(value) and ctx.path_of(value):
@@ -478,4 +480,5 @@ def _trace(interp, func, names, rf: RecursiveFunction, loc: str, probe: bool):
         ctx.assumptions.update(assumptions)
     else:
         rf.has_asserts = bool(asserts)
+        rf.assumptions = {k: v for k, v in ctx.assumptions.items() if k not in assumptions}
     return graph

@@ -46,11 +46,20 @@ class ObjectArg:
 @dataclasses.dataclass(frozen=True, eq=False)
 class PointerArg:
     """A user object that was a different object at every profiled call (a data structure such
-    as a parse tree): passed as an int64 pointer that the call's store resolves, read through
-    the heap ops, so a new object costs no new graph. ``sample`` types its attributes."""
+    as a parse tree), or a list of such objects (a batch of trees): passed as an int64 pointer
+    that the call's store resolves, read through the heap ops, so a new object (a batch of
+    another size) costs no new graph. ``sample`` types its attributes; for a list it is every
+    list profiled (their items type the items, their lengths bound loops over them)."""
 
     cls: type
     sample: object
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LazyListArg:
+    """A list argument whose length changed between profiled calls (a loss history the step
+    appends to): guarded on its type only. Appends are logged and replayed on the caller's list;
+    code that reads the contents makes the next graph take the items one by one (``SeqArg``)."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -60,7 +69,7 @@ class SeqArg:
     keys: tuple | None = None  # for dicts
 
 
-ArgSpec = TensorArg | ConstArg | NumberArg | ObjectArg | PointerArg | SeqArg
+ArgSpec = TensorArg | ConstArg | NumberArg | ObjectArg | PointerArg | LazyListArg | SeqArg
 
 
 def merge_shapes(shapes: Sequence[tuple | None]) -> tuple | None:
@@ -102,6 +111,12 @@ def derive(
         if relaxable and failures(f"{path}:value") >= max_failures:
             return NumberArg(latest.type)
         return ConstArg(latest.type, latest.value)
+    if isinstance(latest, SeqObs) and failures(f"{path}:pointer") == 0 and _fresh_object_lists(same_kind):
+        return PointerArg(list, [[i.obj for i in o.items] for o in same_kind])
+    if isinstance(latest, SeqObs) and latest.type is list and failures(f"{path}:contents") == 0:
+        lists = [o for o in same_kind if o.type is list]
+        if len({len(o.items) for o in lists}) > 1:
+            return LazyListArg()
     if isinstance(latest, SeqObs):
         same = [
             o
@@ -120,3 +135,31 @@ def derive(
     if fresh and len({type(o) for o in objects}) == 1 and is_user_object(latest.obj) and not callable(latest.obj):
         return PointerArg(type(latest.obj), latest.obj)
     return ObjectArg(latest.obj)
+
+
+def _fresh_object_lists(observations: Sequence[Observation]) -> bool:
+    """Lists of data objects (one user class, not callable) that were other objects at every
+    profiled call: a batch of trees travels as one pointer, whatever its length."""
+    if len(observations) < 2 or any(o.type is not list or o.keys is not None for o in observations):
+        return False
+    items = [item for o in observations for item in o.items]
+    if not items or not all(isinstance(i, ObjectObs) for i in items):
+        return False
+    classes = {type(i.obj) for i in items}
+    sample = items[0].obj
+    if len(classes) != 1 or not is_user_object(sample) or callable(sample):
+        return False
+    return len({id(i.obj) for i in items}) == len(items)  # no object seen twice: fresh data each call
+
+
+def list_pointer_keys(spec: ArgSpec, key: str) -> list[str]:
+    """The assumption keys of the lists in ``spec`` (``key`` names the argument) taken whole, by
+    pointer or unread: where the code needs their items one by one, they go back to one input per item."""
+    if isinstance(spec, PointerArg) and spec.cls is list:
+        return [f"{key}:pointer"]
+    if isinstance(spec, LazyListArg):
+        return [f"{key}:contents"]
+    if isinstance(spec, SeqArg):
+        labels = spec.keys if spec.keys is not None else range(len(spec.items))
+        return [k for label, item in zip(labels, spec.items) for k in list_pointer_keys(item, item_key(key, label))]
+    return []

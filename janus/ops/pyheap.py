@@ -42,7 +42,7 @@ class Expectation:
     dtype: tf.DType | None = None
     shape: tuple | None = None
     cls: type | None = None
-    optional: bool = False  # an object that may also be None (pointer 0)
+    optional: bool = False  # may also be None: an object as pointer 0, a number as [present, value]
 
     def check(self, value: object) -> None:
         kind = self.kind
@@ -54,6 +54,8 @@ class Expectation:
             )
         elif kind == "object":
             ok = type(value) is self.cls or (self.optional and value is None)
+        elif self.optional and value is None:
+            ok = True
         elif kind == "int":
             ok = type(value) is int and -(2**63) <= value < 2**63
         else:  # bool, float
@@ -132,7 +134,13 @@ def _to_kernel(value: object, expectation: Expectation, store: CallStore) -> np.
         return np.asarray(value.numpy(), order="C")  # 0-d stays 0-d (ascontiguousarray makes it 1-d)
     if expectation.kind == "object":
         return 0 if value is None else store.pointer(value)
+    if expectation.optional:  # a number or None: [present, value]
+        dtype = _SCALAR_DTYPES[expectation.kind]
+        return np.array([False, False] if value is None else [True, value], dtype)
     return value
+
+
+_SCALAR_DTYPES = {"int": np.int64, "float": np.float64, "bool": np.bool_}
 
 
 def _from_payload(payload: tuple, expectation: Expectation, store: CallStore) -> object:

@@ -27,6 +27,7 @@ class _Recorder:
         self.record = record
         self.loops: dict[types.FrameType, TripCounter] = {}
         self.branches: dict[types.FrameType, BranchWatcher] = {}
+        self.unwinding: set[types.FrameType] = set()  # frames an exception is passing through
 
     def global_trace(self, frame: types.FrameType, event: str, arg: object):
         if event != "call" or is_library_code(frame.f_code):
@@ -37,7 +38,10 @@ class _Recorder:
         return self.local_trace
 
     def local_trace(self, frame: types.FrameType, event: str, arg: object):
-        if event == "line":
+        if event == "exception":  # a `return` event that follows without a `line` is the frame unwinding
+            self.unwinding.add(frame)
+        elif event == "line":
+            self.unwinding.discard(frame)  # the exception was caught here
             code, line = frame.f_code, frame.f_lineno
             self.profile.line_hits[(code, line)] += 1
             if loop_sites(code):
@@ -55,10 +59,13 @@ class _Recorder:
                 if is_resolved(value):
                     self.profile.heap_reads[(code, line, read)].append(observe_read(value))
         elif event == "return":
-            self.profile.returns[frame.f_code].add(type(arg))
-            samples = self.profile.return_observations[frame.f_code]
-            if len(samples) < RETURN_SAMPLES:
-                samples.append(observe(arg))
+            if frame in self.unwinding:  # raised: no value returned (arg is None)
+                self.unwinding.discard(frame)
+            else:
+                self.profile.returns[frame.f_code].add(type(arg))
+                samples = self.profile.return_observations[frame.f_code]
+                if len(samples) < RETURN_SAMPLES:
+                    samples.append(observe(arg))
             counter = self.loops.pop(frame, None)
             if counter is not None:
                 counter.close_all()
