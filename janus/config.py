@@ -16,6 +16,11 @@ class Config:
             (the paper's default is 3).
         max_failures: failures of one assumption before janus stops speculating on it.
         max_graphs: graphs kept per function; past it the function runs imperatively.
+        build_budget: after its first graph, a function builds another only while its build time
+            stays within this fraction of the time its calls ran eagerly plus the time its graphs
+            saved; until then calls its graphs cannot serve run eagerly (never slower than eager
+            by more than this fraction, and profiling).
+        free_builds: graphs a function may build whatever the budget (the first, and two relaxations).
         small_tensor_elements: integer/bool tensors with at most this many elements whose value
             stayed constant while profiling are specialised to constants (checked by a JanusAssert).
             Float tensors never are: a constant would cut their gradients.
@@ -40,6 +45,8 @@ class Config:
     profile_calls: int = 3
     max_failures: int = 2
     max_graphs: int = 8
+    build_budget: float = 0.2
+    free_builds: int = 3
     small_tensor_elements: int = 16
     log_level: str = "warning"
     dump_dir: str | None = None

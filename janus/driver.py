@@ -33,7 +33,7 @@ from janus.config import config
 from janus.executor.cache import GraphCache
 from janus.executor.runner import AssumptionFailed, GraphRunner
 from janus.executor.stats import Stats
-from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConvertible, StrictModeError
+from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConvertible, RaisesHere, StrictModeError
 from janus.graphgen.generate import generate
 from janus.graphgen.interpreter import is_convertible_entry
 from janus.graphgen.source import location
@@ -93,6 +93,10 @@ class JitFunction:
         self._said_imperative = False  # the one warning that it runs imperatively was given
         self._observations: list[list] = [[] for _ in self.params]
         self._failed_graphs: dict[tuple, set[str]] = {}  # signature of a graph dropped -> keys that failed
+        self._raising_paths: set[frozenset[str]] = set()  # guard keys broken by calls that raise in eager
+        self._missed: frozenset[str] = frozenset()  # guard keys the call that triggered a build broke
+        self._first_build_seconds = 0.0
+        self._said_over_budget = False
         self._exact_shapes = False
         self._broadcast_done = False
 
@@ -119,13 +123,14 @@ class JitFunction:
             if not self._said_imperative:
                 self._say_imperative()
             stats.count("calls", "imperative_calls")
-            return self._eager(self.fn, args, kwargs)
+            return self._eager_timed(args, kwargs)
         bound = self._bind(args, kwargs)
         if bound is None:  # the call does not even bind: let Python raise its own error
             stats.count("calls", "imperative_calls")
-            return self._eager(self.fn, args, kwargs)
+            return self._eager_timed(args, kwargs)
         runner, flat = self.cache.lookup(bound)
         if runner is not None:
+            started = time.perf_counter()
             try:
                 result = runner(flat, bound)
             except AssumptionFailed as failed:
@@ -137,7 +142,12 @@ class JitFunction:
                     self._after_error_past_writes(err)
                     raise  # TF state may already be updated: re-running would apply it twice
                 return self._after_graph_error(err, bound, args, kwargs)
-            stats.count("calls", "graph_calls")
+            if runner.warm:
+                stats.add_graph_call(time.perf_counter() - started)
+            else:  # the first call instantiates and optimises the graph: counted as building it
+                runner.warm = True
+                stats.count("calls", "graph_calls")
+                stats.add_seconds(time.perf_counter() - started)
             return result
         stats.count("calls")
         return self._miss(bound, args, kwargs)
@@ -168,6 +178,13 @@ class JitFunction:
             distributed.broadcast_from_rank0(sources)
         return result
 
+    def _eager_timed(self, args: tuple, kwargs: dict) -> object:
+        started = time.perf_counter()
+        try:
+            return self._eager(self.fn, args, kwargs)
+        finally:
+            self.stats.add_eager(time.perf_counter() - started)
+
     def _profiled(self, bound: tuple, args: tuple, kwargs: dict) -> object:
         self.stats.count("profiled_calls")
         log.debug("janus: %s: imperative call under the profiler (%d so far)", self.fn.__qualname__,
@@ -175,15 +192,46 @@ class JitFunction:
         observed = tuple(observe(v) for v in bound)
         for history, obs in zip(self._observations, observed):
             history.append(obs)
-        return self._eager(lambda *a, **k: profiled_call(self.profile, self.fn, a, k, observed), args, kwargs)
+        started = time.perf_counter()
+        try:
+            return self._eager(lambda *a, **k: profiled_call(self.profile, self.fn, a, k, observed), args, kwargs)
+        finally:
+            self.stats.add_eager(time.perf_counter() - started)
+
+    def _over_budget(self) -> bool:
+        """Whether one more build would exceed ``config.build_budget`` of the time the function ran
+        eagerly plus the time its graphs saved, once it built ``config.free_builds`` (the first is
+        the price of trying; the next relax a shape or a value)."""
+        stats = self.stats
+        if stats.graphs_built < config.free_builds:
+            return False
+        spent = stats.build_seconds - self._first_build_seconds + stats.build_seconds / stats.graphs_built
+        return spent > config.build_budget * (stats.eager_seconds + stats.saved_seconds)
+
+    def _say_over_budget(self) -> None:
+        if not self._said_over_budget:
+            self._said_over_budget = True
+            stats = self.stats
+            log.warning(
+                "janus: %s: another graph would not pay back its build time (%.2f s building so far, graphs saved "
+                "%.2f s, config.build_budget=%s): calls its graphs cannot serve run eagerly until they do",
+                self.fn.__qualname__, stats.build_seconds, stats.saved_seconds, config.build_budget,
+            )  # fmt: skip
 
     def _miss(self, bound: tuple, args: tuple, kwargs: dict) -> object:
         target = self.profile_calls if self.profile_calls is not None else config.profile_calls
         warming_up = len(self.profile.calls) < target
+        missed: frozenset[str] = frozenset()
         if not warming_up:
             self.stats.count("guard_misses", "fallbacks")
+            if self._over_budget():  # no diagnosis either: it costs more than the call at times
+                self._say_over_budget()
+                return self._eager_timed(args, kwargs)
             with self._lock:
-                self._record_guard_miss(bound)
+                missed = self._record_guard_miss(bound)
+            if missed and missed in self._raising_paths:  # such calls raise in eager: no graph for them
+                return self._eager_timed(args, kwargs)
+        self._missed = missed
         try:
             with _heap_lock():  # whether its graphs will write Python state is not known yet
                 return self._profiled(bound, args, kwargs)
@@ -197,11 +245,14 @@ class JitFunction:
             if self.imperative_reason is None and self.cache.lookup(bound)[0] is None:
                 self._build()
 
-    def _record_guard_miss(self, bound: tuple) -> None:
+    def _record_guard_miss(self, bound: tuple) -> frozenset[str]:
+        """Counts the failures of the guards these arguments break; returns their keys."""
         if not self.cache.entries:
-            return
-        for guard in self.cache.entries[0].graph.guards.failing(list(bound)):
+            return frozenset()
+        failing = self.cache.entries[0].graph.guards.failing(list(bound))
+        for guard in failing:
             self._fail(guard.key, f"guard failed: {guard.description} ({guard.location})")
+        return frozenset(guard.key for guard in failing)
 
     def _after_assertion_failure(
         self, runner: GraphRunner, assumption_id: int, bound: tuple, args: tuple, kwargs: dict
@@ -210,7 +261,10 @@ class JitFunction:
         key = assumption.key if assumption else f"assumption {assumption_id}"
         self.stats.count("assumption_failures", "fallbacks")
         if key in runner.graph.tolerated:  # rebuilding made this graph again: this call is eager's alone
-            return self._eager(self.fn, args, kwargs)
+            return self._eager_timed(args, kwargs)
+        if self._over_budget():  # the graph stays for the calls it serves; no new one for this call
+            self._say_over_budget()
+            return self._eager_timed(args, kwargs)
         with self._lock:
             if self.cache.remove(runner):  # the first thread to see it fail counts it
                 self._failed_graphs.setdefault(runner.graph.signature(), set()).add(key)
@@ -290,6 +344,17 @@ class JitFunction:
                     return
                 self._exact_shapes = True
                 continue
+            except RaisesHere as err:
+                self._fail("raises", f"{err.reason} ({err.location})")
+                if self._missed:  # the graphs serve other calls: calls that miss them so run eagerly
+                    self._raising_paths.add(self._missed)
+                    keys = ", ".join(sorted(self._missed))
+                    log.info("janus: %s: calls that break %s raise in eager (%s): they run eagerly, "
+                             "the graphs serve the others", self.fn.__qualname__, keys, err)  # fmt: skip
+                    return
+                if self.failures["raises"] >= config.max_failures:
+                    self._go_imperative(err.reason, err.location)
+                return  # no graph yet: the next call is profiled and tries again
             except NotConvertible as err:
                 if self._unpoint_lists(specs, err):
                     continue
@@ -310,6 +375,8 @@ class JitFunction:
                      "the graph serves the others", self.fn.__qualname__, ", ".join(sorted(tolerated)))  # fmt: skip
         self.cache.add(graph)
         self._effectful = self._effectful or graph.commit is not None or graph.store_factory is not None
+        if self.stats.graphs_built == 0:
+            self._first_build_seconds = graph.build_seconds
         self.stats.count("graphs_built")
         self.stats.add_seconds(graph.build_seconds)
         log.info("janus: built graph %d for %s in %.3fs", self.stats.graphs_built, self.fn.__qualname__,

@@ -64,3 +64,46 @@ def test_run_functions_eagerly_is_honoured():
     finally:
         tf.config.run_functions_eagerly(False)
     assert len(calls) == 6 and janus.stats(jitted)["calls"] == 0
+
+
+def test_a_function_without_source_says_so_once_with_the_fix(caplog):
+    """Defined through exec (as in `python -c` or the REPL): eager's answers, one warning saying why."""
+    namespace: dict = {}
+    exec("def scaled(x):\n    return x * 2.0\n", {}, namespace)  # noqa: S102 - the shape under test
+    jitted = janus.jit(namespace["scaled"])
+    with caplog.at_level(logging.WARNING, logger="janus"):
+        results = [float(jitted(tf.constant(float(i)))) for i in range(6)]
+    assert results == [2.0 * i for i in range(6)]
+    warnings = [r.getMessage() for r in caplog.records if "runs imperatively" in r.getMessage()]
+    assert len(warnings) == 1 and "source unavailable" in warnings[0] and ".py file" in warnings[0], warnings
+
+
+def _keyed_step(x, metrics):
+    total = tf.reduce_sum(x)
+    for value in metrics.values():
+        total += value
+    return total
+
+
+def test_the_build_budget_stops_building_and_says_so_once(caplog):
+    """A dict with a new key at every call: every graph misses. Past ``free_builds`` graphs, a build
+    must pay back within ``build_budget`` (zero here): calls run eagerly, with one warning."""
+    janus.config.free_builds, janus.config.build_budget = 2, 0.0
+    jitted = janus.jit(_keyed_step)
+    x = tf.constant([1.0, 2.0])
+    with caplog.at_level(logging.WARNING, logger="janus"):
+        results = [float(jitted(x, {f"m{i}": float(i)})) for i in range(12)]
+    assert results == [3.0 + i for i in range(12)]
+    stats = janus.stats(jitted)
+    assert stats["graphs_built"] == 2 and stats["eager_seconds"] > 0 and stats["build_seconds"] > 0, stats
+    warnings = [r.getMessage() for r in caplog.records if "pay back" in r.getMessage()]
+    assert len(warnings) == 1 and "_keyed_step" in warnings[0], warnings
+
+
+def test_graphs_that_serve_report_the_time_they_saved():
+    jitted = janus.jit(_keyed_step)
+    x, metrics = tf.constant([1.0, 2.0]), {"loss": 1.0}
+    for _ in range(30):
+        jitted(x, metrics)
+    stats = janus.stats(jitted)
+    assert stats["graph_calls"] >= 26 and stats["graph_seconds"] > 0 and "saved_seconds" in stats, stats

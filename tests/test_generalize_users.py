@@ -234,10 +234,6 @@ def test_residual_blocks_with_their_own_use_residual_called_in_a_loop(entry):
 # 5. A KeyError raised once to the caller, who catches it; then calls go on normally.
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="no graph after the KeyError: the rebuild fails with an internal KeyError('scale'), imperative for good",
-)
 def test_a_key_error_once_then_normal_calls():
     def make():
         params = {"scale": tf.Variable(2.0), "shift": tf.Variable(0.5)}
@@ -268,10 +264,6 @@ def test_a_key_error_once_then_normal_calls():
 # 6. A ValueError reached once when a Python flag flipped, then calls go on normally.
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="no graph after the raise: the flipped flag becomes a tensor `if` around a `raise`, imperative for good",
-)
 def test_a_value_error_once_when_a_flag_flipped_then_normal_calls():
     class Config:
         strict = False

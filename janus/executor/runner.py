@@ -30,7 +30,7 @@ class AssumptionFailed(Exception):
 class GraphRunner:
     __slots__ = (
         "graph", "_name", "_attrs", "_call_options", "_num_inputs", "_num_outputs", "_unpack", "_concrete", "_commit",
-        "_stores", "_effects", "_snapshot",
+        "_stores", "_effects", "_snapshot", "warm",
     )  # fmt: skip
 
     def __init__(self, graph: GeneratedGraph) -> None:
@@ -48,6 +48,7 @@ class GraphRunner:
         self._stores = graph.store_factory
         self._snapshot = graph.snapshot
         self._effects = bool(graph.state_writes) or graph.commit is not None or graph.store_factory is not None
+        self.warm = False  # the first call instantiates and optimises the function: part of its build
 
     def __call__(self, flat: list, args: tuple) -> object:
         """Runs the graph on ``flat`` inputs; commits its heap writes; returns the packed result.

@@ -16,7 +16,11 @@ class Stats:
     graphs_built: int = 0
     assumption_failures: int = 0
     guard_misses: int = 0
-    build_seconds: float = 0.0
+    build_seconds: float = 0.0  # generating graphs
+    eager_seconds: float = 0.0  # calls run eagerly (profiled, fallen back or imperative)
+    graph_seconds: float = 0.0  # calls served by graphs
+    saved_seconds: float = 0.0  # graph calls times (mean eager call - mean graph call): what graphs saved
+    _eager_runs: int = dataclasses.field(default=0, repr=False)
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
 
     def count(self, *names: str) -> None:
@@ -28,6 +32,25 @@ class Stats:
     def add_seconds(self, seconds: float) -> None:
         with self._lock:
             self.build_seconds += seconds
+
+    def add_eager(self, seconds: float) -> None:
+        with self._lock:
+            self.eager_seconds += seconds
+            self._eager_runs += 1
+            self._update_saved()
+
+    def add_graph_call(self, seconds: float) -> None:
+        """One call served by a graph (counted in ``calls`` and ``graph_calls``), and its time."""
+        with self._lock:
+            self.calls += 1
+            self.graph_calls += 1
+            self.graph_seconds += seconds
+            self._update_saved()
+
+    def _update_saved(self) -> None:
+        if self._eager_runs and self.graph_calls:
+            eager_mean = self.eager_seconds / self._eager_runs
+            self.saved_seconds = max(0.0, self.graph_calls * eager_mean - self.graph_seconds)
 
     def as_dict(self) -> dict[str, float]:
         with self._lock:

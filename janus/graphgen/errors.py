@@ -16,6 +16,11 @@ class NeedsStaticShape(NotConvertible):
     """The code inspects a dimension that a relaxed shape made unknown; retry with exact shapes."""
 
 
+class RaisesHere(NotConvertible):
+    """The code raises on the path these arguments take (a ``raise`` reached, a missing key read):
+    calls that take it run eagerly, which raises eager's own exception; the graphs serve the rest."""
+
+
 class GenerationError(Exception):
     """A library call or janus itself failed while building the graph."""
 

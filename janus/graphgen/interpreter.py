@@ -30,7 +30,7 @@ from janus.executor.replay import CallSite
 from janus.graphgen import control_flow, effects, keras_layers, pynumber, recursion, sandbox
 from janus.graphgen.context import NOT_LOGGED, READ_ONLY_METHODS, GenerationContext, LateRead, snapshot
 from janus.graphgen.control_flow import SymbolicRange, TensorList, escapes
-from janus.graphgen.errors import NeedsStaticShape, NotConvertible
+from janus.graphgen.errors import NeedsStaticShape, NotConvertible, RaisesHere
 from janus.graphgen.formatted import Formatted, formatted_trial, join_fstring
 from janus.graphgen.heap import MISSING, HeapList, PyObjectRef
 from janus.graphgen.numpy_values import NumpyArray
@@ -585,7 +585,7 @@ class Interpreter:
         frame.declared.update(dict.fromkeys(node.names, "nonlocal"))
 
     def _stmt_Raise(self, frame: Frame, node: gast.Raise) -> None:
-        raise NotConvertible("raises on this path (a `raise` under a tensor `if` is speculated)", self.loc(frame, node))
+        raise RaisesHere("raises on this path (a `raise` under a tensor `if` is speculated)", self.loc(frame, node))
 
     def _stmt_Try(self, frame: Frame, node: gast.Try) -> None:
         if node.handlers or node.orelse:
@@ -670,7 +670,10 @@ class Interpreter:
             raise NotConvertible(f"subscript of user object {type(base).__name__}", loc)
         if not _iterable_now(base) or isinstance(base, Formatted):
             raise NotConvertible(f"subscript of a {type(base).__qualname__}, whose contents janus cannot guard", loc)
-        return base[key]
+        try:
+            return base[key]
+        except (KeyError, IndexError) as err:  # guarded contents: every call that comes here raises it
+            raise RaisesHere(f"raises {type(err).__name__} on this path", loc) from None
 
     def _tensor_index(self, key: object, loc: str) -> object:
         """A tensor index with loop indices (int PyNumbers) made int64 tensors."""

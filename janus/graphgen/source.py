@@ -23,7 +23,11 @@ def function_ast(code: types.CodeType) -> gast.FunctionDef:
     try:
         lines, first = inspect.getsourcelines(code)
     except (OSError, TypeError, SyntaxError, UnicodeDecodeError, tokenize.TokenError) as err:
-        raise NotConvertible(f"source unavailable: {type(err).__name__}: {err}", location(code)) from None
+        raise NotConvertible(
+            f"source unavailable ({type(err).__name__}: {err}); janus reads a function's source: define it in a "
+            ".py file (not `python -c`, the REPL or exec)",
+            location(code),
+        ) from None
     try:
         tree = gast.parse(textwrap.dedent("".join(lines)))
     except (SyntaxError, ValueError):
