@@ -37,7 +37,7 @@ from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConverti
 from janus.graphgen.generate import generate
 from janus.graphgen.interpreter import is_convertible_entry
 from janus.graphgen.source import location
-from janus.graphgen.specs import ArgSpec, ConstArg, SeqArg, derive, item_key, list_pointer_keys
+from janus.graphgen.specs import ArgSpec, ConstArg, ObjectArg, SeqArg, derive, item_key, list_pointer_keys
 from janus.ops import build
 from janus.profiler import Profile, observe, profiled_call
 
@@ -50,6 +50,9 @@ _registry: weakref.WeakSet[JitFunction] = weakref.WeakSet()
 # for at most HEAP_LOCK_PATIENCE seconds, after which the call goes on without it (never a hang).
 _HEAP_LOCK = threading.RLock()
 HEAP_LOCK_PATIENCE = 1.0
+# How many profiled calls this thread is inside: a jitted function called from one runs plainly
+# (its code is traced as part of the caller's profile, and the caller's graph will inline it).
+_profiling = threading.local()
 
 
 @contextlib.contextmanager
@@ -112,6 +115,8 @@ class JitFunction:
     def __call__(self, *args: object, **kwargs: object) -> object:
         if config.disabled or not tf.executing_eagerly() or eager_function_run.RUN_FUNCTIONS_EAGERLY:
             return self.fn(*args, **kwargs)  # tf.config.run_functions_eagerly(True) is honoured
+        if getattr(_profiling, "depth", 0):  # inside a profiled call: the caller's graph will hold this call
+            return self.fn(*args, **kwargs)
         if self._effectful:
             with _heap_lock():
                 return self._call(args, kwargs)
@@ -193,9 +198,11 @@ class JitFunction:
         for history, obs in zip(self._observations, observed):
             history.append(obs)
         started = time.perf_counter()
+        _profiling.depth = getattr(_profiling, "depth", 0) + 1
         try:
             return self._eager(lambda *a, **k: profiled_call(self.profile, self.fn, a, k, observed), args, kwargs)
         finally:
+            _profiling.depth -= 1
             self.stats.add_eager(time.perf_counter() - started)
 
     def _over_budget(self) -> bool:
@@ -212,7 +219,8 @@ class JitFunction:
         if not self._said_over_budget:
             self._said_over_budget = True
             stats = self.stats
-            log.warning(
+            log.log(
+                logging.INFO if stats.graph_calls else logging.WARNING,  # loud where no graph serves
                 "janus: %s: another graph would not pay back its build time (%.2f s building so far, graphs saved "
                 "%.2f s, config.build_budget=%s): calls its graphs cannot serve run eagerly until they do",
                 self.fn.__qualname__, stats.build_seconds, stats.saved_seconds, config.build_budget,
@@ -455,6 +463,8 @@ def _value_failures(spec: ArgSpec, failures: collections.Counter, key: str) -> b
     if isinstance(spec, SeqArg):
         labels = spec.keys if spec.keys is not None else range(len(spec.items))
         return any(_value_failures(s, failures, item_key(key, label)) for label, s in zip(labels, spec.items))
+    if isinstance(spec, ObjectArg):  # `self` of several layers: one graph per object (max_graphs, budget)
+        return False
     return failures[key] >= config.max_failures
 
 

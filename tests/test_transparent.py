@@ -35,7 +35,7 @@ def run_example(name: str, tmp_path: Path, *flags: str) -> dict:
 
 
 @pytest.mark.keras
-@pytest.mark.parametrize("name", ["mnist_cnn", "rnn_lm", "subclassed_model"])
+@pytest.mark.parametrize("name", ["mnist_cnn", "rnn_lm", "subclassed_model", "gpt_decoder"])
 def test_examples_give_the_same_loss_and_weights_with_enable(name, tmp_path):
     plain = run_example(name, tmp_path)
     transparent = run_example(name, tmp_path, "--janus")
