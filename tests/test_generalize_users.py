@@ -683,9 +683,6 @@ def test_a_dense_subclass_calling_super_call():
     run_differential(make, [(tf.fill([2, 4], 0.1 * i),) for i in range(8)], min_graph_calls=3)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="no graph: a Keras layer holding a user activation function is refused (documented)"
-)
 @pytest.mark.keras
 def test_dense_with_a_user_python_activation():
     def make():
@@ -907,3 +904,27 @@ def test_a_growing_list_whose_last_items_the_step_reads_gets_its_items_back():
 
     jitted = run_loop(make, 8, min_graph_calls=0)
     assert any("contents" in key for key, _ in janus.driver.resolve(jitted).failure_log)
+
+
+@pytest.mark.keras
+def test_a_user_activation_with_python_effects_keeps_them():
+    """The activation appends to its program's list and prints: both happen as in eager, once per call."""
+
+    def make():
+        calls = []
+
+        def counting_activation(t):
+            calls.append(1)
+            print("activation on", t.shape)
+            return tf.nn.relu(t) - 0.1
+
+        keras.utils.set_random_seed(4)
+        layer = keras.layers.Dense(3, activation=counting_activation)
+        layer.build((None, 2))
+
+        def step(x):
+            return tf.reduce_sum(layer(x))
+
+        return step, lambda: len(calls)
+
+    run_differential(make, [(tf.fill([2, 2], 0.2 * i),) for i in range(7)], min_graph_calls=3)

@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from janus.graphgen.errors import NotConvertible
 from janus.source.library import is_library_code
 
 _MISSING = object()
@@ -100,23 +99,32 @@ def converted_calls(
     converted: list[tuple[object, types.FunctionType]] = []
     try:
         for layer in _layers_within(root) if is_keras_layer(root) else []:
-            for value in getattr(layer, "__dict__", {}).values():
-                if isinstance(value, types.FunctionType) and not is_library_code(value.__code__):
-                    raise NotConvertible(f"Keras layer {type(layer).__name__} holds user function {value.__qualname__}")
+            for name, value in list(getattr(layer, "__dict__", {}).items()):
+                if isinstance(value, types.FunctionType) and not is_library_code(value.__code__) and name != "call":
+                    # Dense(activation=gelu): Keras calls the user function; the shim converts it
+                    installed.append((layer, name, value))
+                    object.__setattr__(layer, name, _shim(value, None, convert))
             fn = user_call(layer)
             if fn is None or "call" in getattr(layer, "__dict__", {}) and layer.__dict__["call"].__name__ == "shim":
                 continue
 
-            def shim(*args: object, _fn: types.FunctionType = fn, _layer: object = layer, **kwargs: object) -> object:
-                return convert(_fn, [_layer, *args], kwargs)
-
-            installed.append((layer, layer.__dict__.get("call", _MISSING)))
+            installed.append((layer, "call", layer.__dict__.get("call", _MISSING)))
             converted.append((layer, fn))
-            object.__setattr__(layer, "call", shim)
+            object.__setattr__(layer, "call", _shim(fn, layer, convert))
         yield converted
     finally:
-        for layer, previous in reversed(installed):
+        for layer, name, previous in reversed(installed):
             if previous is _MISSING:
-                object.__delattr__(layer, "call")
+                object.__delattr__(layer, name)
             else:
-                object.__setattr__(layer, "call", previous)
+                object.__setattr__(layer, name, previous)
+
+
+def _shim(fn: types.FunctionType, owner: object, convert: Callable) -> Callable:
+    """What Keras calls instead of user function ``fn`` (a method of ``owner``, if given): its conversion."""
+
+    def shim(*args: object, **kwargs: object) -> object:
+        return convert(fn, [owner, *args] if owner is not None else list(args), kwargs)
+
+    shim.__name__ = "shim"
+    return shim

@@ -1,8 +1,9 @@
 """Library calls made while generating run in a sandbox: if they reach user code, janus stops.
 
 TensorFlow and Keras callables run on symbolic tensors while a graph is built. Some of them call
-back into user code: a Keras layer whose class overrides ``__call__``, ``Dense(activation=f)``
-with ``f`` a user function, a user property that Keras reads. Run now, such code would run once
+back into user code: a Keras layer whose class overrides ``__call__``, a user property that Keras
+reads (user layers' ``call`` and user functions a layer holds, ``Dense(activation=f)``, are swapped
+for shims that convert them: see ``keras_layers``). Run now, such code would run once
 and be baked into the graph. The sandbox watches the calls a library callable makes (a profile
 trace function on frame entry, for this thread and only while generating) and stops the generation at the first frame of
 user code, before its first line runs, so nothing of it happens. It also stops at an op-seeded
