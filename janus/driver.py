@@ -53,6 +53,12 @@ HEAP_LOCK_PATIENCE = 1.0
 # How many profiled calls this thread is inside: a jitted function called from one runs plainly
 # (its code is traced as part of the caller's profile, and the caller's graph will inline it).
 _profiling = threading.local()
+_busy = [0.0]  # seconds spent profiling and building, all functions: transparent mode's quiet excludes it
+
+
+def busy_seconds() -> float:
+    """Seconds janus spent in profiled calls (outermost) and graph builds so far, in this process."""
+    return _busy[0]
 
 
 @contextlib.contextmanager
@@ -203,7 +209,10 @@ class JitFunction:
             return self._eager(lambda *a, **k: profiled_call(self.profile, self.fn, a, k, observed), args, kwargs)
         finally:
             _profiling.depth -= 1
-            self.stats.add_eager(time.perf_counter() - started)
+            elapsed = time.perf_counter() - started
+            self.stats.add_eager(elapsed)
+            if not _profiling.depth:
+                _busy[0] += elapsed
 
     def _over_budget(self) -> bool:
         """Whether one more build would exceed ``config.build_budget`` of the time the function ran
@@ -249,9 +258,11 @@ class JitFunction:
 
     def _build_unless_served(self, bound: tuple) -> None:
         """Builds a graph, unless another thread's build already serves these arguments."""
+        started = time.perf_counter()
         with self._lock:
             if self.imperative_reason is None and self.cache.lookup(bound)[0] is None:
                 self._build()
+        _busy[0] += time.perf_counter() - started
 
     def _record_guard_miss(self, bound: tuple) -> frozenset[str]:
         """Counts the failures of the guards these arguments break; returns their keys."""
@@ -382,7 +393,9 @@ class JitFunction:
             log.info("janus: %s: rebuilt the same graph after %s failed: calls where it fails run eagerly, "
                      "the graph serves the others", self.fn.__qualname__, ", ".join(sorted(tolerated)))  # fmt: skip
         self.cache.add(graph)
-        self._effectful = self._effectful or graph.commit is not None or graph.store_factory is not None
+        self._effectful = (
+            self._effectful or graph.commit is not None or graph.store_factory is not None or graph.counts_touches
+        )
         if self.stats.graphs_built == 0:
             self._first_build_seconds = graph.build_seconds
         self.stats.count("graphs_built")

@@ -37,7 +37,7 @@ from collections.abc import Iterator
 import gast
 
 from janus.config import config
-from janus.driver import JitFunction
+from janus.driver import JitFunction, busy_seconds
 from janus.graphgen.errors import NotConvertible
 from janus.graphgen.keras_layers import is_keras_layer
 from janus.graphgen.source import function_ast
@@ -66,6 +66,7 @@ class _TransparentMode:
         self.calls: dict[types.CodeType, int] = {}
         self.trampolines: set[types.CodeType] = set()
         self.last_news = 0.0  # when the hook last saw a new function or routed one
+        self.busy_at_news = 0.0  # janus's profiling and build seconds then (driver.busy_seconds)
         self.watching = False
         self._previous = None
 
@@ -74,7 +75,7 @@ class _TransparentMode:
         if self.active:
             return
         self.active = True
-        self.last_news = time.monotonic()
+        self._news()
         self.watching = True
         self._previous = sys.gettrace()
         sys.settrace(self._hook)
@@ -112,13 +113,19 @@ class _TransparentMode:
             log.warning("janus: transparent mode leaves %s (%s:%d) alone: %s: %s", code.co_qualname,
                         code.co_filename, code.co_firstlineno, type(err).__name__, err)  # fmt: skip
 
+    def _news(self) -> None:
+        self.last_news = time.monotonic()
+        self.busy_at_news = busy_seconds()
+
     def _discover(self, frame: types.FrameType) -> None:
         code = frame.f_code
         if code in self.verdicts or code in self.trampolines:
-            if self.routed and time.monotonic() - self.last_news >= config.discovery_quiet_seconds:
-                self._stop_watching()  # quiet only counts once something was routed
+            # quiet only counts once something was routed, and not while janus profiles or builds
+            quiet = time.monotonic() - self.last_news - (busy_seconds() - self.busy_at_news)
+            if self.routed and quiet >= config.discovery_quiet_seconds:
+                self._stop_watching()
             return
-        self.last_news = time.monotonic()
+        self._news()
         if code in self.calls:
             self.calls[code] += 1
             if self.calls[code] >= config.hot_calls:
@@ -173,7 +180,7 @@ class _TransparentMode:
         self.trampolines.add(trampoline)
         function.__code__ = trampoline
         self.routed[code] = Routed(function, code, jitted, why)
-        self.last_news = time.monotonic()
+        self._news()
         log.info("janus: routing %s (%s:%d) through janus: %s", function.__qualname__, code.co_filename,
                  code.co_firstlineno, why)  # fmt: skip
 

@@ -834,10 +834,6 @@ def test_a_tree_encoder_reading_int_of_the_leaf_value(kind):
     run_differential(tree_step(by_word=False), batches, min_graph_calls=3)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="WRONG ANSWER: a graph-served single-leaf tree gets a zeros gradient for the unused weight; eager: None",
-)
 def test_a_single_leaf_tree_gives_the_combiner_no_gradient():
     """`tape.gradient` is None for the combiner's weights when the tree has no inner node; the usual
     `if g is not None` filter then skips them."""

@@ -22,7 +22,7 @@ from tensorflow.python.framework.ops import EagerTensor
 
 from janus.config import config
 from janus.executor.guards import GuardBuilder
-from janus.graphgen import keras_layers, numpy_values, sandbox
+from janus.graphgen import keras_layers, numpy_values, sandbox, touches
 from janus.graphgen.codedump import CodeRecorder
 from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConvertible
 from janus.graphgen.formatted import Formatted
@@ -32,6 +32,7 @@ from janus.graphgen.ordering import order_state_writes
 from janus.graphgen.pynumber import OptionalNumber, PyNumber
 from janus.graphgen.source import location
 from janus.graphgen.specs import merge_shapes
+from janus.graphgen.touches import TouchCounters
 from janus.graphgen.values import is_plain, is_symbolic, is_user_object
 from janus.ops import heap_ops, janus_assert, pyheap
 from janus.profiler.profile import Profile
@@ -84,6 +85,7 @@ class GenerationContext:
         self._tensor_paths: dict[int, str] = {}  # id(argument placeholder) -> the argument's path
         self._argument_containers: list[tuple[str, object]] = []  # (path, local view) of list/dict arguments
         self.foreign: set[int] = set()  # ids of library-owned containers: never mutated while generating
+        self.touches = TouchCounters()  # variables read only inside regions (janus.graphgen.touches)
 
     def is_recursive(self, code: types.CodeType) -> bool:
         """Whether the profile saw ``code`` in a call cycle (it becomes a recursive graph function)."""
@@ -686,6 +688,7 @@ class GenerationContext:
         self.region_depth += 1
         try:
             yield inner
+            self.touches.count_region(tf.compat.v1.get_default_graph())
             order_state_writes(tf.compat.v1.get_default_graph(), inner)
         finally:
             self.assert_ops = outer
@@ -768,6 +771,26 @@ class GenerationContext:
             return truth if expected else tf.logical_not(truth)
 
         self.check(condition, f"{what}@{loc}", what, loc)
+
+    def check_touched(self, variables: list, loc: str) -> None:
+        """Where the code asks for gradients: each variable read only inside regions (branches, loop
+        bodies, recursive functions) was read during this call, or eager's gradient is None."""
+        graph = tf.compat.v1.get_default_graph()
+        direct = touches.read_directly(graph)
+        for variable in variables:
+            counter = self.touches.counter_of(variable)
+            if counter is None or id(variable.handle) in direct:
+                continue
+            before = self._store_input(f"{self.const(counter)}.read()", ("touch", id(counter)))
+            regions = touches.users(graph, counter.handle)  # the read waits for every region that counts
+
+            def grew(c: touches.Counter = counter, b: tf.Tensor = before, after: list = regions) -> tf.Tensor:
+                with tf.control_dependencies(after):
+                    return c.read() > b
+
+            name = variable.name
+            self.check(grew, f"{name} is used@{loc}", f"{name} is read on this call's path (else its gradient is None)",
+                       loc)  # fmt: skip
 
     def unwrap_optional(self, value: OptionalNumber, loc: str) -> PyNumber:
         """The number of a may-be-None location used as a number: asserts it is not None."""

@@ -62,6 +62,7 @@ class GeneratedGraph:
     # assumption keys whose failure leaves this graph in place: the call runs eagerly, nothing is
     # rebuilt (regenerating after such a failure made this very graph again)
     tolerated: set[str] = dataclasses.field(default_factory=set)
+    counts_touches: bool = False  # reads janus.graphgen.touches counters: one call at a time
 
     def signature(self) -> tuple:
         """What makes two builds the same speculation: their assumptions, guards and interface."""
@@ -151,6 +152,7 @@ def generate(
         recursive=bool(ctx.recursive_functions),
         build_seconds=time.perf_counter() - started,
         notes=list(ctx.notes),
+        counts_touches=any(key[0] == "touch" for key in ctx._store_inputs if isinstance(key, tuple)),
     )
 
 
@@ -236,8 +238,7 @@ def _argument_value(ctx: GenerationContext, spec: ArgSpec, path: str, what: str,
     if isinstance(spec, LazyListArg):
         return ctx.unread_list(path, what, loc)
     if isinstance(spec, PointerArg):
-        samples = spec.sample if spec.cls is list else [spec.sample]
-        return PyObjectRef(ctx.pointer_input(path), spec.cls, samples, argument=True)
+        return PyObjectRef(ctx.pointer_input(path), spec.cls, spec.samples, argument=True)
     assert isinstance(spec, ObjectArg)
     return ctx.read_heap(spec.obj, path, what, loc)
 

@@ -1050,6 +1050,9 @@ class Interpreter:
         for value in (*args, *kwargs.values()):
             self.ctx.check_library_argument(value, loc)
         label = getattr(callee, "__qualname__", None) or type(callee).__qualname__
+        if _is_tape_gradient(callee):  # eager's gradient of a variable this call never read is None
+            sources = args[1] if len(args) > 1 else kwargs.get("sources")
+            self.ctx.check_touched([v for v in tf.nest.flatten(sources) if isinstance(v, tf.Variable)], loc)
         with sandbox.library_call(label, loc):
             result = self.ctx.record_call(label, callee, tuple(args), kwargs, loc)
         hvd = distributed.horovod()
@@ -1269,6 +1272,12 @@ class Interpreter:
         if isinstance(value, PyObjectRef) and value.cls is list:  # `if batch:` of a list passed by pointer
             return tf.not_equal(self.ctx.heap_len(value, self.loc(frame, node)).tensor, 0)
         return _truth_value(value)
+
+
+def _is_tape_gradient(callee: object) -> bool:
+    return getattr(callee, "__name__", None) == "gradient" and isinstance(
+        getattr(callee, "__self__", None), tf.GradientTape
+    )
 
 
 class LoopItem(gast.stmt):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from janus.graphgen import touches
 from janus.graphgen.errors import NotConvertible
 
 # Stateful ops that only read state: they may run before an assumption is checked.
@@ -22,7 +23,7 @@ def is_state_write(op: tf.Operation) -> bool:
     """TF state updates, prints, and Horovod collectives: what must wait for every assertion."""
     if op.type.startswith("Horovod"):
         return True  # a rank whose assertion fails must not have joined a collective yet
-    if op.type in _STATE_READS or not op._is_stateful:
+    if op.type in _STATE_READS or not op._is_stateful or touches.is_touch_op(op):
         return False
     return op.type == "PrintV2" or any(t.dtype == tf.resource for t in op.inputs)
 

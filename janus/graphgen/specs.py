@@ -48,11 +48,11 @@ class PointerArg:
     """A user object that was a different object at every profiled call (a data structure such
     as a parse tree), or a list of such objects (a batch of trees): passed as an int64 pointer
     that the call's store resolves, read through the heap ops, so a new object (a batch of
-    another size) costs no new graph. ``sample`` types its attributes; for a list it is every
-    list profiled (their items type the items, their lengths bound loops over them)."""
+    another size) costs no new graph. ``samples`` are the objects (lists) profiled: they type its
+    attributes (items); the lists' lengths bound loops over them."""
 
     cls: type
-    sample: object
+    samples: list
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -133,7 +133,7 @@ def derive(
     objects = [o.obj for o in same_kind]
     fresh = len({id(o) for o in objects}) == len(objects) > 1
     if fresh and len({type(o) for o in objects}) == 1 and is_user_object(latest.obj) and not callable(latest.obj):
-        return PointerArg(type(latest.obj), latest.obj)
+        return PointerArg(type(latest.obj), objects[::-1])  # the newest first
     return ObjectArg(latest.obj)
 
 
