@@ -99,6 +99,7 @@ class JitFunction:
         self.failures: collections.Counter[str] = collections.Counter()
         self.failure_log: list[tuple[str, str]] = []  # (assumption key, what happened)
         self.imperative_reason: str | None = is_convertible_entry(self.fn)
+        self.imperative_kind = "construct" if self.imperative_reason else ""  # see errors.KINDS
         self._said_imperative = False  # the one warning that it runs imperatively was given
         self._observations: list[list] = [[] for _ in self.params]
         self._failed_graphs: dict[tuple, set[str]] = {}  # signature of a graph dropped -> keys that failed
@@ -305,7 +306,7 @@ class JitFunction:
             self._fail("graph error", f"{what}; eager did not")
             if self.failures["graph error"] >= config.max_failures:
                 reason = f"its graph raised errors where eager did not ({what})"
-                self._go_imperative(reason, location(self.fn.__code__))
+                self._go_imperative(reason, location(self.fn.__code__), "graph error")
         return result
 
     def _after_error_past_writes(self, err: tf.errors.OpError) -> None:
@@ -315,7 +316,7 @@ class JitFunction:
         with self._lock:
             self._fail("graph error", f"graph raised {type(err).__name__} after a TF state update: {message}")
             reason = f"its graph raised {type(err).__name__} after updating TF state ({message})"
-            self._go_imperative(reason, location(self.fn.__code__))
+            self._go_imperative(reason, location(self.fn.__code__), "graph error")
 
     def _fail(self, key: str, what: str) -> None:
         self.failures[key] += 1
@@ -344,12 +345,12 @@ class JitFunction:
 
     def _build(self) -> None:
         if len(self.cache) >= config.max_graphs:
-            self._go_imperative(f"reached config.max_graphs={config.max_graphs} graphs", "")
+            self._go_imperative(f"reached config.max_graphs={config.max_graphs} graphs", "", "max graphs")
             return
         try:
             build.ops()  # compiled on first use, once per process: not this graph's build time
         except build.OpBuildError as err:
-            self._go_imperative(f"janus's C++ ops are unavailable: {err}", "")
+            self._go_imperative(f"janus's C++ ops are unavailable: {err}", "", "ops unavailable")
             return
         while True:
             specs: list[ArgSpec] = []
@@ -359,7 +360,7 @@ class JitFunction:
                     graph = generate(self.fn, self.params, specs, self.profile, self.failures.__getitem__)
             except NeedsStaticShape as err:
                 if self._exact_shapes:
-                    self._go_imperative(err.reason, err.location)
+                    self._go_imperative(err.reason, err.location, err.kind)
                     return
                 self._exact_shapes = True
                 continue
@@ -372,19 +373,20 @@ class JitFunction:
                              "the graphs serve the others", self.fn.__qualname__, keys, err)  # fmt: skip
                     return
                 if self.failures["raises"] >= config.max_failures:
-                    self._go_imperative(err.reason, err.location)
+                    self._go_imperative(err.reason, err.location, err.kind)
                 return  # no graph yet: the next call is profiled and tries again
             except NotConvertible as err:
                 if self._unpoint_lists(specs, err):
                     continue
-                self._go_imperative(err.reason, err.location)
+                self._go_imperative(err.reason, err.location, err.kind)
                 return
             except GenerationError as err:
-                self._go_imperative(f"graph build failed: {err}", err.location)
+                self._go_imperative(f"graph build failed: {err}", err.location, "build failed")
                 return
             except Exception as err:  # a bug in janus: never let it change the user's result
                 log.debug("janus: internal error building %s", self.fn.__qualname__, exc_info=True)
-                self._go_imperative(f"internal error while building the graph: {type(err).__name__}: {err}", "")
+                reason = f"internal error while building the graph: {type(err).__name__}: {err}"
+                self._go_imperative(reason, "", "internal error")
                 return
             break
         tolerated = self._failed_graphs.get(graph.signature())
@@ -417,9 +419,11 @@ class JitFunction:
             self.failures[key] = config.max_failures
         return bool(keys)
 
-    def _go_imperative(self, reason: str, where: str) -> None:
-        """From now on every call runs in eager: said once, loudly; ``strict`` raises instead."""
+    def _go_imperative(self, reason: str, where: str, kind: str) -> None:
+        """From now on every call runs in eager: said once, loudly; ``strict`` raises instead.
+        ``kind`` is the refusal's stable kind (``errors.KINDS``, or the driver's own)."""
         self.imperative_reason = f"{reason} ({where})" if where else reason
+        self.imperative_kind = kind
         self.cache.clear()
         self._say_imperative()
 
@@ -433,9 +437,9 @@ class JitFunction:
                 f"{self.imperative_reason}"
             )
         log.warning(
-            "janus: %s (%s:%d) runs imperatively from now on (correct, but no speed-up): %s. "
+            "janus: %s (%s:%d) runs imperatively from now on (correct, but no speed-up): [%s] %s. "
             "janus.explain(fn) shows what janus saw; README 'Semantics' lists what is deferred or refused.",
-            self.fn.__qualname__, code.co_filename, code.co_firstlineno, self.imperative_reason,
+            self.fn.__qualname__, code.co_filename, code.co_firstlineno, self.imperative_kind, self.imperative_reason,
         )  # fmt: skip
 
 

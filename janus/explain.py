@@ -31,7 +31,7 @@ def _explain_one(jf: JitFunction) -> str:
         f"assumption_failures={s.assumption_failures} build_seconds={s.build_seconds:.3f}",
     ]
     if jf.imperative_reason:
-        lines.append(f"  runs imperatively: {jf.imperative_reason}")
+        lines.append(f"  runs imperatively [{jf.imperative_kind}]: {jf.imperative_reason}")
     for n, runner in enumerate(jf.cache.entries):
         graph = runner.graph
         lines.append(

@@ -68,6 +68,7 @@ class _TransparentMode:
         self.last_news = 0.0  # when the hook last saw a new function or routed one
         self.busy_at_news = 0.0  # janus's profiling and build seconds then (driver.busy_seconds)
         self.watching = False
+        self.stopped_at = 0.0
         self._previous = None
 
     # ------------------------------------------------------------------ switching
@@ -85,10 +86,22 @@ class _TransparentMode:
         """Discovery is over: a trace function slows every Python call, so remove it."""
         if self.watching:
             self.watching = False
+            self.stopped_at = time.monotonic()
             sys.settrace(self._previous)
             threading.settrace(None)
             log.info("janus: transparent mode saw no new function for %.1f s; it stops watching",
                      config.discovery_quiet_seconds)  # fmt: skip
+
+    def rearm(self) -> None:
+        """Watches this thread's calls again (a routed function still warming up was called: the
+        program may be about to call a new training step)."""
+        if self.active and not self.watching and time.monotonic() - self.stopped_at >= config.discovery_quiet_seconds:
+            self.watching = True
+            self._news()
+            self._previous = sys.gettrace()
+            sys.settrace(self._hook)
+            threading.settrace(self._hook)
+            log.info("janus: transparent mode watches calls again (a routed function is warming up)")
 
     def disable(self) -> None:
         if not self.active:
@@ -176,7 +189,7 @@ class _TransparentMode:
         copy.__kwdefaults__ = function.__kwdefaults__
         copy.__qualname__ = function.__qualname__
         jitted = JitFunction(copy)
-        trampoline = _trampoline(code, jitted)
+        trampoline = _trampoline(code, _Dispatch(jitted, self))
         self.trampolines.add(trampoline)
         function.__code__ = trampoline
         self.routed[code] = Routed(function, code, jitted, why)
@@ -219,7 +232,31 @@ def _traced_by_tf_function(frame: types.FrameType) -> bool:
     return False
 
 
-def _trampoline(code: types.CodeType, dispatcher: JitFunction) -> types.CodeType:
+class _Dispatch:
+    """What a routed function's trampoline calls: its jitted copy. While that copy is still
+    warming up (profiling), a call re-arms discovery if it stopped, so a training step first
+    called after a long warm-up (a model built and compiled slowly) is still found."""
+
+    __slots__ = ("jitted", "mode", "_warm_calls")
+
+    @property
+    def __janus_target__(self) -> types.FunctionType:
+        return self.jitted.fn
+
+    def __init__(self, jitted: JitFunction, mode: _TransparentMode) -> None:
+        self.jitted = jitted
+        self.mode = mode
+        self._warm_calls = config.profile_calls + 2
+
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        if self._warm_calls:
+            self._warm_calls -= 1
+            if not self.mode.watching:
+                self.mode.rearm()
+        return self.jitted(*args, **kwargs)
+
+
+def _trampoline(code: types.CodeType, dispatcher: _Dispatch) -> types.CodeType:
     """A code object with ``code``'s name and free variables whose body calls ``dispatcher``."""
     free = code.co_freevars
     source = (

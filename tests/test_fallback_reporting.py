@@ -107,3 +107,42 @@ def test_graphs_that_serve_report_the_time_they_saved():
         jitted(x, metrics)
     stats = janus.stats(jitted)
     assert stats["graph_calls"] >= 26 and stats["graph_seconds"] > 0 and "saved_seconds" in stats, stats
+
+
+def _generator_user(x):
+    return sum(v for v in (yield_values(x)))
+
+
+def yield_values(x):
+    yield x
+
+
+def _numpy_of(x):
+    return x * float(x.numpy()[0])
+
+
+@pytest.mark.parametrize(
+    ("fn", "kind"),
+    [(stamped, "library call"), (_numpy_of, "tensor value"), (_generator_user, "construct")],
+)
+def test_refusals_carry_a_stable_kind(fn, kind):
+    """Tests and explain() group refusals by kind, not by their prose."""
+    jitted = janus.jit(fn)
+    for _ in range(5):
+        jitted(tf.constant([1.0]))
+    resolved = janus.driver.resolve(jitted)
+    assert resolved.imperative_kind == kind, (resolved.imperative_kind, resolved.imperative_reason)
+    assert f"runs imperatively [{kind}]" in janus.explain(jitted)
+
+
+def test_an_internal_error_is_its_own_kind(monkeypatch):
+    import janus.driver
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(janus.driver, "generate", broken)
+    jitted = janus.jit(lambda x: x + 1.0)
+    for _ in range(5):
+        jitted(tf.constant(1.0))
+    assert janus.driver.resolve(jitted).imperative_kind == "internal error"

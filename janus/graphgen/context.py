@@ -591,7 +591,7 @@ class GenerationContext:
             return self.heap_get_attr(base, attr, loc)
         if is_symbolic(base):
             if attr == "numpy":
-                raise NotConvertible("Tensor.numpy() needs a concrete value", loc)
+                raise NotConvertible("Tensor.numpy() needs a concrete value", loc, kind="tensor value")
             if attr == "shape" and not base.shape.is_fully_defined():
                 raise NeedsStaticShape("code reads the shape of a tensor whose shape was relaxed", loc)
             return getattr(base, attr)

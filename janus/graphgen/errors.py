@@ -2,23 +2,59 @@
 
 from __future__ import annotations
 
+import sys
+
+# Stable refusal kinds, by the part of janus that refuses (as TorchDynamo's ``gb_type``): tests,
+# ``explain()`` and the fallback warning group refusals by kind, not by their prose.
+KINDS = {
+    "janus.graphgen.interpreter": "construct",
+    "janus.source.purity": "library call",
+    "janus.graphgen.sandbox": "library call",
+    "janus.graphgen.context": "heap value",
+    "janus.graphgen.heap": "heap write",
+    "janus.graphgen.control_flow": "control flow",
+    "janus.graphgen.recursion": "recursion",
+    "janus.graphgen.recursion_grad": "recursion",
+    "janus.graphgen.keras_layers": "keras",
+    "janus.graphgen.source": "source",
+    "janus.graphgen.pynumber": "python number",
+    "janus.graphgen.effects": "deferred effect",
+    "janus.graphgen.formatted": "text",
+    "janus.graphgen.numpy_values": "numpy",
+    "janus.graphgen.generate": "result",
+    "janus.graphgen.ordering": "state order",
+    "janus.graphgen.specs": "argument",
+    "janus.driver": "argument",
+}
+
 
 class NotConvertible(Exception):
-    """A construct janus does not convert: the function runs imperatively, for this reason."""
+    """A construct janus does not convert: the function runs imperatively, for this reason.
 
-    def __init__(self, reason: str, location: str = "") -> None:
+    ``kind`` is stable (see ``KINDS``): given, the subclass's, or that of the module that refused.
+    """
+
+    kind = ""
+
+    def __init__(self, reason: str, location: str = "", kind: str = "") -> None:
         super().__init__(f"{reason} ({location})" if location else reason)
         self.reason = reason
         self.location = location
+        if kind or not self.kind:
+            self.kind = kind or KINDS.get(sys._getframe(1).f_globals.get("__name__", ""), "construct")  # noqa: SLF001
 
 
 class NeedsStaticShape(NotConvertible):
     """The code inspects a dimension that a relaxed shape made unknown; retry with exact shapes."""
 
+    kind = "static shape"
+
 
 class RaisesHere(NotConvertible):
     """The code raises on the path these arguments take (a ``raise`` reached, a missing key read):
     calls that take it run eagerly, which raises eager's own exception; the graphs serve the rest."""
+
+    kind = "raises"
 
 
 class GenerationError(Exception):

@@ -963,7 +963,7 @@ class Interpreter:
             raise NotConvertible(f"call of user {kind} {getattr(callee, '__qualname__', '')}".rstrip(), loc)
         verdict = purity.classify(callee)
         if verdict.effect is Effect.REFUSED:
-            raise NotConvertible(verdict.reason, loc)
+            raise NotConvertible(verdict.reason, loc, kind="library call")
         if verdict.effect is Effect.CONVERTED:
             return verdict.answer(*args, **kwargs)
         if verdict.effect is Effect.DEFERRED:
@@ -1125,7 +1125,9 @@ class Interpreter:
             raise NotConvertible(f"{callee.__name__}() of a user object (its methods would run)", loc)
         tensors = any(isinstance(v, (EagerTensor, tf.Variable)) for v in values)
         if tensors and callee not in _IDENTITY_BUILTINS and callee is not len:  # len() reads the guarded shape
-            raise NotConvertible(f"{callee.__name__}() reads the value of a tensor known only at run time", loc)
+            raise NotConvertible(
+                f"{callee.__name__}() reads the value of a tensor known only at run time", loc, kind="tensor value"
+            )
         if callee is isinstance and len(args) == 2 and is_symbolic(args[0]):
             return issubclass(EagerTensor, args[1])  # what the eager value would answer
         if len(args) == 1 and isinstance(args[0], NumpyArray) and callee in (len, type):
@@ -1151,7 +1153,7 @@ class Interpreter:
         if any(isinstance(v, Formatted) or _is_value_kind(v) for v in values):
             raise NotConvertible(f"{callee.__name__}() of text or a value known only after the graph ran", loc)
         if any(is_symbolic(v) for v in values) and callee not in _TENSOR_SAFE_BUILTINS:
-            raise NotConvertible(f"{callee.__name__}() of a tensor needs its value", loc)
+            raise NotConvertible(f"{callee.__name__}() of a tensor needs its value", loc, kind="tensor value")
         if callee is len and args and is_symbolic(args[0]):
             dim = args[0].shape[0] if args[0].shape.rank else None
             if dim is None:
