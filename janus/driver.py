@@ -211,7 +211,7 @@ class JitFunction:
         finally:
             _profiling.depth -= 1
             elapsed = time.perf_counter() - started
-            self.stats.add_eager(elapsed)
+            self.stats.add_eager(elapsed, profiled=True)
             if not _profiling.depth:
                 _busy[0] += elapsed
 

@@ -21,6 +21,8 @@ class Stats:
     graph_seconds: float = 0.0  # calls served by graphs
     saved_seconds: float = 0.0  # graph calls times (mean eager call - mean graph call): what graphs saved
     _eager_runs: int = dataclasses.field(default=0, repr=False)
+    _eager_timed: float = dataclasses.field(default=0.0, repr=False)  # the eager calls the mean is of
+    _profiled_only: bool = dataclasses.field(default=True, repr=False)
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
 
     def count(self, *names: str) -> None:
@@ -33,10 +35,18 @@ class Stats:
         with self._lock:
             self.build_seconds += seconds
 
-    def add_eager(self, seconds: float) -> None:
+    def add_eager(self, seconds: float, profiled: bool = False) -> None:
+        """A call run eagerly; a profiled one is slower than eager, so it times eager calls only
+        until a plain one is seen."""
         with self._lock:
             self.eager_seconds += seconds
+            if not profiled:
+                if self._profiled_only:  # forget the profiled calls' inflated times
+                    self._profiled_only, self._eager_runs, self._eager_timed = False, 0, 0.0
+            elif not self._profiled_only:
+                return self._update_saved()
             self._eager_runs += 1
+            self._eager_timed += seconds
             self._update_saved()
 
     def add_graph_call(self, seconds: float) -> None:
@@ -49,7 +59,7 @@ class Stats:
 
     def _update_saved(self) -> None:
         if self._eager_runs and self.graph_calls:
-            eager_mean = self.eager_seconds / self._eager_runs
+            eager_mean = self._eager_timed / self._eager_runs
             self.saved_seconds = max(0.0, self.graph_calls * eager_mean - self.graph_seconds)
 
     def as_dict(self) -> dict[str, float]:

@@ -791,7 +791,16 @@ class Interpreter:
         optional = next((v for v in (left, right) if isinstance(v, OptionalNumber)), None)
         if optional is not None and is_op and (left is None or right is None):
             return PyNumber(optional.present if isinstance(op, gast.IsNot) else tf.logical_not(optional.present), bool)
+        if optional is not None and is_op:  # `word is 0`, `flag is True`: a present number
+            present = optional.present
+            same = self._number_identity(optional.number, right if optional is left else left, loc)
+            both = tf.logical_and(present, same.tensor)
+            return PyNumber(both if isinstance(op, gast.Is) else tf.logical_not(both), bool)
         left, right = (self.ctx.unwrap_optional(v, loc) if isinstance(v, OptionalNumber) else v for v in (left, right))
+        if is_op and (isinstance(left, PyNumber) or isinstance(right, PyNumber)):
+            number, other = (left, right) if isinstance(left, PyNumber) else (right, left)
+            same = self._number_identity(number, other, loc)
+            return same if isinstance(op, gast.Is) else PyNumber(tf.logical_not(same.tensor), bool)
         if not is_op:
             return self.operate(frame, node, _COMPARE[type(op)], left, right)
         if _optional_ref_vs_none(left, right):
@@ -805,6 +814,16 @@ class Interpreter:
                 return same if isinstance(op, gast.Is) else not same
             return same
         return _COMPARE[type(op)](left, right)
+
+    def _number_identity(self, number: PyNumber, other: object, loc: str) -> PyNumber:
+        """``number is other`` for a Python number known only at run time, as CPython answers it:
+        ``True``/``False`` and small ints (-5..256) are single objects, so identity is equality of
+        the same type; ``None`` is never a number. Other identities depend on objects: refused."""
+        if other is None or type(other) is not number.type and type(other) in (bool, int, float):
+            return PyNumber(tf.constant(False), bool)
+        if type(other) is bool or type(other) is int and -5 <= other <= 256:
+            return PyNumber(tf.equal(number.tensor, tf.constant(other, number.tensor.dtype)), bool)
+        raise NotConvertible(f"`is` between a Python {number.type.__name__} known only at run time and {other!r}", loc)
 
     def _expr_IfExp(self, frame: Frame, node: gast.IfExp) -> object:
         test = self._truth_value(self.eval(frame, node.test, optional_ok=True), frame, node)
@@ -947,6 +966,8 @@ class Interpreter:
             isinstance(callee, type) and callee.__module__ == "builtins"
         ):
             return self._call_builtin(frame, node, callee, args, kwargs, loc)
+        if isinstance(getattr(callee, "__self__", None), HeapList):  # append/extend/pop/...: values as they are
+            return callee(*args, **kwargs)
         container = callee.__self__ if isinstance(callee, types.BuiltinMethodType) else None
         if type(container) in (list, dict, set):
             result = self.ctx.mutate_container(container, callee.__name__, tuple(args), loc)

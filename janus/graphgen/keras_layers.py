@@ -14,6 +14,7 @@ import contextlib
 import functools
 import inspect
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterator
 
@@ -99,12 +100,13 @@ def converted_calls(
     converted: list[tuple[object, types.FunctionType]] = []
     try:
         for layer in _layers_within(root) if is_keras_layer(root) else []:
-            for name, value in list(getattr(layer, "__dict__", {}).items()):
+            fn = user_call(layer)
+            for name, value in list(getattr(layer, "__dict__", {}).items()) if fn is None else ():
                 if isinstance(value, types.FunctionType) and not is_library_code(value.__code__) and name != "call":
-                    # Dense(activation=gelu): Keras calls the user function; the shim converts it
+                    # Dense(activation=gelu): Keras calls the user function; the shim converts it (a user
+                    # layer's own call reads such attributes itself, converted)
                     installed.append((layer, name, value))
                     object.__setattr__(layer, name, _shim(value, None, convert))
-            fn = user_call(layer)
             if fn is None or "call" in getattr(layer, "__dict__", {}) and layer.__dict__["call"].__name__ == "shim":
                 continue
 
@@ -121,9 +123,14 @@ def converted_calls(
 
 
 def _shim(fn: types.FunctionType, owner: object, convert: Callable) -> Callable:
-    """What Keras calls instead of user function ``fn`` (a method of ``owner``, if given): its conversion."""
+    """What Keras calls instead of user function ``fn`` (a method of ``owner``, if given): its
+    conversion, in the thread that generates; another thread calling the same layer meanwhile
+    gets the user's own function, as if no shim were there."""
+    generating = threading.get_ident()
 
     def shim(*args: object, **kwargs: object) -> object:
+        if threading.get_ident() != generating:
+            return fn(owner, *args, **kwargs) if owner is not None else fn(*args, **kwargs)
         return convert(fn, [owner, *args] if owner is not None else list(args), kwargs)
 
     shim.__name__ = "shim"
