@@ -28,6 +28,7 @@ from janus.graphgen.ordering import (
     is_state_write,
     order_state_writes,
     order_writes_after_earlier_ops,
+    unordered_resources,
     written_before_last_fallible,
 )
 from janus.graphgen.pynumber import PyNumber, to_python
@@ -90,6 +91,7 @@ def generate(
     before_writes: set[str] = set()  # ops created before the first TF state update
     fallible_after_writes: set[str] = set()  # ops after it that may raise
     snapshot_resources: list[tf.Tensor] = []  # resources updated before an op that may raise
+    unordered: list[tf.Tensor] = []  # resources an update may have changed when an assertion fails
 
     def driver(*placeholders: tf.Tensor) -> list[tf.Tensor]:
         feed = iter(placeholders)
@@ -105,7 +107,7 @@ def generate(
         write_templates.extend(flatten(w.value, w.location) for w in ctx.heap.writes)
         template.append(flatten(result, loc))
         graph = tf.compat.v1.get_default_graph()
-        order_state_writes(graph, ctx.assert_ops)
+        unordered.extend(unordered_resources(order_state_writes(graph, ctx.assert_ops)))
         first_write = order_writes_after_earlier_ops(graph)
         if first_write is not None:
             before_writes.update(op.name for op in graph.get_operations()[:first_write])
@@ -126,9 +128,15 @@ def generate(
     commit = ctx.heap.compile(len(params), ctx.guards.namespace, lambda i: f"V[{i}]", ctx.const)
     writes = sum(1 for op in concrete.graph.get_operations() if is_state_write(op))
     try:  # the updates before an op that may raise are saved and put back by the runner
-        snapshot = _variables_of(concrete, snapshot_resources)
+        snapshot = _variables_of(concrete, snapshot_resources + unordered)
         recoverable = before_writes | fallible_after_writes
     except _Unmapped:
+        if unordered:  # an assertion may fail after updates janus cannot put back
+            raise NotConvertible(
+                "an assumption is checked after an update of TF state that janus cannot save and put "
+                "back (not a variable)",
+                loc,
+            ) from None
         snapshot, recoverable = (), set(before_writes)
     return GeneratedGraph(
         concrete=concrete,
