@@ -318,6 +318,21 @@ def test_unroll_switch_off_converts_static_range_and_falls_back_to_unrolling_whe
     assert "unrolled instead of tf.while_loop: Python container indexed by a tensor" in janus.explain(jitted)
 
 
+# ---------------------------------------------------------------- Python numbers carried by a loop op
+def test_a_python_counter_in_a_loop_op_stays_a_python_number():
+    def f(n, x):
+        count = 0
+        scale = 1.0
+        for _ in tf.range(n):
+            count += 1
+            scale = scale * 0.5
+            x = x + scale
+        return count, scale, x
+
+    calls = [(tf.constant(k), vec(1.0, 2.0)) for k in (3, 4, 0, 5, 2, 6, 1)]
+    run_differential(plain(f), calls, min_graph_calls=3)
+
+
 # ---------------------------------------------------------------- TF state when an assumption fails
 def test_an_assumption_failing_in_a_later_iteration_puts_back_the_earlier_updates():
     def make():

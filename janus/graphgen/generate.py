@@ -17,6 +17,7 @@ import tensorflow as tf
 from tensorflow.python.framework.ops import EagerTensor
 
 from janus.executor.guards import GuardBuilder
+from janus.graphgen import datasets
 from janus.graphgen.context import Assumption, GenerationContext, LateRead, scalar_guard, tensor_guard
 from janus.graphgen.control_flow import TensorList
 from janus.graphgen.errors import NotConvertible
@@ -33,7 +34,17 @@ from janus.graphgen.ordering import (
 )
 from janus.graphgen.pynumber import PyNumber, to_python
 from janus.graphgen.source import location
-from janus.graphgen.specs import ArgSpec, ConstArg, LazyListArg, NumberArg, ObjectArg, PointerArg, SeqArg, TensorArg
+from janus.graphgen.specs import (
+    ArgSpec,
+    ConstArg,
+    DatasetArg,
+    LazyListArg,
+    NumberArg,
+    ObjectArg,
+    PointerArg,
+    SeqArg,
+    TensorArg,
+)
 from janus.graphgen.values import is_symbolic
 from janus.profiler.profile import Profile
 
@@ -106,6 +117,7 @@ def generate(
         flatten = _Flattener(outputs, ctx, len(params))
         write_templates.extend(flatten(w.value, w.location) for w in ctx.heap.writes)
         template.append(flatten(result, loc))
+        ctx.check_shared_iteration()
         graph = tf.compat.v1.get_default_graph()
         unordered.extend(unordered_resources(order_state_writes(graph, ctx.assert_ops)))
         first_write = order_writes_after_earlier_ops(graph)
@@ -204,6 +216,10 @@ def _add_input_guards(
     elif isinstance(spec, PointerArg):
         described = f"{what} is a {spec.cls.__qualname__} (passed by pointer)"
         ctx.guard(f"{key}:type", f"type({path}) is {ctx.const(spec.cls)}", described, loc)
+    elif isinstance(spec, DatasetArg):
+        ctx.dataset_guard(path, spec.spec, spec.kind, f"{key}:type", what, loc)
+        signature.append(tf.TensorSpec([], tf.variant))
+        flat.append(f"{ctx.const(datasets.variant_of)}({path})")
     elif isinstance(spec, LazyListArg):
         ctx.guard(f"{key}:type", f"type({path}) is list", f"{what} is a list (its contents unread)", loc)
     elif isinstance(spec, SeqArg):
@@ -243,6 +259,8 @@ def _argument_value(ctx: GenerationContext, spec: ArgSpec, path: str, what: str,
         return container
     if isinstance(spec, LazyListArg):
         return ctx.unread_list(path, what, loc)
+    if isinstance(spec, DatasetArg):
+        return ctx.input_dataset(next(feed), spec.spec, spec.kind)
     if isinstance(spec, PointerArg):
         samples = spec.sample if spec.cls is list else [spec.sample]
         return PyObjectRef(ctx.pointer_input(path), spec.cls, samples, argument=True)
