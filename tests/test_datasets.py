@@ -175,6 +175,20 @@ def test_a_shuffled_dataset_argument_with_an_op_seed():
     assert served(jitted) >= 4
 
 
+def test_a_dataset_shuffled_inside_the_step_with_an_op_seed():
+    def make():
+        def step(x):
+            ds = tf.data.Dataset.from_tensor_slices(x).shuffle(8, seed=5).batch(3)
+            sums = []
+            for b in ds:
+                sums.append(tf.reduce_sum(b))
+            return tf.stack(sums)
+
+        return step, lambda: None
+
+    run_differential(make, [(tf.range(8.0) * (i + 1),) for i in range(7)], min_graph_calls=3)
+
+
 def test_an_assumption_after_a_reshuffling_epoch_is_refused():
     def make():
         ds = tf.data.Dataset.range(5).shuffle(5, seed=2)
@@ -360,3 +374,19 @@ def test_a_gradient_through_the_epoch_then_one_update():
 
     calls = [(tf.data.Dataset.from_tensor_slices(floats(5 + k)).batch(2),) for k in range(7)]
     run_differential(make, calls, min_graph_calls=3)
+
+
+def test_a_user_lambda_filtering_a_dataset_made_in_the_step():
+    # While profiling, tf.data traces the lambda with symbolic tensors: the profiler must not read
+    # the bool it returns (it used to call .numpy() on it, and the user's program raised).
+    def make():
+        def step(x):
+            total = tf.constant(0.0)
+            for b in tf.data.Dataset.from_tensor_slices(x).filter(lambda v: v > 1.0).batch(2):
+                total += tf.reduce_sum(b)
+            return total
+
+        return step, lambda: None
+
+    jitted = run_differential(make, [(tf.constant(floats(5, i)),) for i in range(5)], min_graph_calls=0)
+    assert "<local function <lambda> at" in janus.explain(jitted)  # a lambda handed to a TF API: not yet converted

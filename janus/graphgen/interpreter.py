@@ -149,6 +149,10 @@ class LocalFunction:
     defaults: list
     kw_defaults: list
 
+    def __repr__(self) -> str:  # not the frame's globals: it ends up in refusal messages
+        name = getattr(self.node, "name", "<lambda>")
+        return f"<local function {name} at {location(self.frame.code, self.node)}>"
+
 
 class Interpreter:
     def __init__(self, ctx: GenerationContext) -> None:
