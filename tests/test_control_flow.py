@@ -316,3 +316,69 @@ def test_unroll_switch_off_converts_static_range_and_falls_back_to_unrolling_whe
 
     jitted = run_differential(plain(f), [(POS[0], [1.0, 2.0, 3.0])] * 5, min_graph_calls=2)
     assert "unrolled instead of tf.while_loop: Python container indexed by a tensor" in janus.explain(jitted)
+
+
+# ---------------------------------------------------------------- Python numbers carried by a loop op
+def test_a_python_counter_in_a_loop_op_stays_a_python_number():
+    def f(n, x):
+        count = 0
+        scale = 1.0
+        for _ in tf.range(n):
+            count += 1
+            scale = scale * 0.5
+            x = x + scale
+        return count, scale, x
+
+    calls = [(tf.constant(k), vec(1.0, 2.0)) for k in (3, 4, 0, 5, 2, 6, 1)]
+    run_differential(plain(f), calls, min_graph_calls=3)
+
+
+# ---------------------------------------------------------------- TF state when an assumption fails
+def test_an_assumption_failing_in_a_later_iteration_puts_back_the_earlier_updates():
+    def make():
+        v = tf.Variable(0.0)
+
+        def step(n, x):
+            for i in tf.range(n):
+                v.assign_add(1.0)
+                if x[i] > 0:  # profiled: always; the last call fails it in the second iteration
+                    v.assign_add(10.0)
+            return v + 0.0
+
+        return step, lambda: v
+
+    calls = [(tf.constant(3 + k), tf.ones([10])) for k in range(6)]
+    calls.append((tf.constant(3), tf.constant([1.0, -1.0, 1.0] + [1.0] * 7)))
+    jitted = run_differential(make, calls, min_graph_calls=3)
+    assert janus.stats(jitted)["assumption_failures"] == 1
+
+
+def test_an_assumption_on_a_variable_read_after_its_update():
+    def make():
+        v = tf.Variable(0.0)
+
+        def step(x):
+            v.assign_add(x)
+            if v > 1000.0:  # speculated on a value that depends on the update
+                return v * 2.0
+            return v + 0.0
+
+        return step, lambda: v
+
+    run_differential(make, [(tf.constant(100.0 + k),) for k in range(12)], min_graph_calls=5)
+
+
+def test_an_assumption_after_a_loop_op_that_updated_a_variable():
+    def make():
+        v = tf.Variable(0.0)
+
+        def step(n):
+            for _ in tf.range(n):
+                v.assign_add(1.0)
+            if v > 20.0:  # fails after the loop's updates ran
+                return v * 2.0
+            return v + 0.0
+
+        return step, lambda: v
+
+    run_differential(make, [(tf.constant(3 + k % 3),) for k in range(8)], min_graph_calls=3)

@@ -369,9 +369,6 @@ def test_a_numpy_buffer_refilled_in_place_by_the_loader():
 # 9. `for batch in dataset:` inside the step, over a small tf.data.Dataset.
 
 
-@pytest.mark.xfail(
-    strict=True, reason="no graph: iteration over a tf.data.Dataset is refused (its contents cannot be guarded)"
-)
 def test_iterating_a_dataset_argument_inside_the_step():
     def make():
         def epoch_sum(ds, w):
@@ -388,9 +385,6 @@ def test_iterating_a_dataset_argument_inside_the_step():
     run_differential(make, [(dataset(i), tf.constant(0.5 * i)) for i in range(8)], min_graph_calls=3)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="no graph: iteration over a tf.data.Dataset is refused (its contents cannot be guarded)"
-)
 def test_iterating_a_dataset_held_by_a_closure_inside_the_step():
     def make():
         ds = tf.data.Dataset.from_tensor_slices((np.arange(6, dtype=np.float32), np.ones(6, np.float32))).batch(4)

@@ -75,11 +75,11 @@ class GraphRunner:
         except tf.errors.OpError as err:
             if self._stores is not None:
                 self._stores.finish(commit=False)
-            assumption = failed_assumption_id(err)
-            if assumption is not None:
-                raise AssumptionFailed(assumption) from None
             for variable, value in zip(self._snapshot, saved):  # undo the updates that ran before the error
                 variable.assign(value)
+            assumption = failed_assumption_id(err)
+            if assumption is not None:  # a loop's earlier iterations may have updated variables
+                raise AssumptionFailed(assumption) from None
             raise
         if self._stores is not None:  # every assumption held: the run-time objects' writes first
             self._stores.finish(commit=True)

@@ -22,7 +22,7 @@ from tensorflow.python.framework.ops import EagerTensor
 
 from janus.config import config
 from janus.executor.guards import GuardBuilder
-from janus.graphgen import keras_layers, numpy_values, sandbox, touches
+from janus.graphgen import datasets, keras_layers, numpy_values, sandbox, touches
 from janus.graphgen.codedump import CodeRecorder
 from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConvertible
 from janus.graphgen.formatted import Formatted
@@ -86,6 +86,8 @@ class GenerationContext:
         self._argument_containers: list[tuple[str, object]] = []  # (path, local view) of list/dict arguments
         self.foreign: set[int] = set()  # ids of library-owned containers: never mutated while generating
         self.touches = TouchCounters()  # variables read only inside regions (janus.graphgen.touches)
+        self._dataset_kinds: dict[int, datasets.DatasetKind] = {}  # id(graph dataset of an input) -> its kind
+        self._shared_iteration: tuple[int, str, str] | None = None  # (assumption watermark, what, where)
 
     def is_recursive(self, code: types.CodeType) -> bool:
         """Whether the profile saw ``code`` in a call cycle (it becomes a recursive graph function)."""
@@ -161,6 +163,8 @@ class GenerationContext:
             raise NotConvertible(f"{what} keeps changing value between calls", loc)
         if type(value) is np.ndarray and value.dtype != object:
             return self.read_array(value, path, what, loc)
+        if datasets.is_dataset(value):
+            return self.read_dataset(value, path, what, loc)
         if isinstance(value, EagerTensor):
             other = self.heap_tensors.get(id(value))
             if other is not None and other != path:
@@ -227,6 +231,59 @@ class GenerationContext:
             loc,
         )
         return NumpyArray(path, value, self.array_input)
+
+    # ------------------------------------------------------------- tf.data datasets
+    def read_dataset(self, value: tf.data.Dataset, path: str, what: str, loc: str) -> tf.data.Dataset:
+        """A dataset read from ``path``: guarded on its element spec and kind, fed by its variant tensor."""
+        spec, kind = datasets.spec_of(value), datasets.kind_of(value)
+        self.dataset_guard(path, spec, kind, f"{what}@{loc}", what, loc)
+        with tf.init_scope():  # an eager placeholder of its own, captured as an input prepare() feeds
+            placeholder_value = tf.identity(datasets.variant_of(value))
+        self.heap_tensors[id(placeholder_value)] = f"{self.const(datasets.variant_of)}({path})"
+        self._keep.append(placeholder_value)
+        return self.input_dataset(tf.identity(placeholder_value), spec, kind)
+
+    def dataset_guard(
+        self, path: str, spec: tf.data.DatasetSpec, kind: datasets.DatasetKind, key: str, what: str, loc: str
+    ) -> None:
+        described = f"{what} is a tf.data.Dataset of {spec.element_spec}"
+        if kind.shared_state:
+            described += f" ({kind.shared_state})"
+        expr = f"{self.const(datasets.fits)}({path}, {self.const(spec)}, {self.const(kind)})"
+        self.guard(key, expr, described, loc)
+
+    def input_dataset(
+        self, variant: tf.Tensor, spec: tf.data.DatasetSpec, kind: datasets.DatasetKind
+    ) -> tf.data.Dataset:
+        """The graph's dataset for an input's variant tensor (an argument, or read from the heap)."""
+        dataset = datasets.from_variant(variant, spec)
+        self._dataset_kinds[id(dataset)] = kind
+        self._keep.append(dataset)
+        return dataset
+
+    def dataset_kind(self, dataset: tf.data.Dataset) -> datasets.DatasetKind:
+        """The kind of a graph dataset: its inputs' kinds, and what the datasets made from them hold."""
+        return datasets.kind_of(dataset, self._dataset_kinds)
+
+    def began_shared_iteration(self, what: str, loc: str) -> None:
+        """Iterating a dataset whose state outlives the call begins: no assumption may follow."""
+        if self._shared_iteration is None:
+            self._shared_iteration = (max(self.assumptions, default=0), what, loc)
+
+    def check_shared_iteration(self) -> None:
+        """Refuses a graph that checks an assumption after a shared dataset state began to move: a
+        failure would re-run the call eagerly, and eager's iteration would move it once more."""
+        if self._shared_iteration is None:
+            return
+        watermark, what, loc = self._shared_iteration
+        later = sorted(a for a in self.assumptions if a > watermark)
+        if later:
+            assumption = self.assumptions[later[0]]
+            raise NotConvertible(
+                f"an assumption ({assumption.description}, {assumption.location}) is checked after the iteration "
+                f"of a dataset began, and {what}: a failure would re-run the call eagerly, a second epoch",
+                loc,
+            )
 
     def register_argument_tensor(self, tensor: tf.Tensor, path: str) -> None:
         """A tensor the graph receives from argument ``path``: its object is the caller's."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import gast
 import tensorflow as tf
@@ -29,6 +29,7 @@ from tensorflow.python.framework.ops import EagerTensor
 
 from janus.graphgen.errors import GenerationError, NotConvertible
 from janus.graphgen.heap import PyObjectRef
+from janus.graphgen.ordering import is_state_write
 from janus.graphgen.pynumber import PyNumber
 from janus.graphgen.values import is_plain, is_symbolic
 
@@ -418,21 +419,45 @@ def _as_int(value: object, loc: str) -> tf.Tensor:
     return tf.constant(value, tf.int64)
 
 
+class LoopSource(Protocol):
+    """Items that come from run-time state rather than an index (a dataset's iterator): the loop
+    carries ``state`` (scalar tensors) next to its variables."""
+
+    def trial_state(self) -> list[tf.Tensor]:
+        """Placeholders standing for the state in the trial trace."""
+
+    def start(self, needs_an_item: bool) -> list[tf.Tensor]:
+        """The state before the first iteration; ``needs_an_item``: assert there is one."""
+
+    def has_next(self, state: list[tf.Tensor]) -> tf.Tensor: ...
+
+    def element(self, index: tf.Tensor, state: list[tf.Tensor]) -> object: ...
+
+    def advance(self, state: list[tf.Tensor]) -> list[tf.Tensor]: ...
+
+
 @dataclasses.dataclass
 class LoopPlan:
-    """How a converted loop gets its next element: ``count`` iterations of ``element(i)``."""
+    """How a converted loop gets its next element: ``count`` iterations of ``element(i)``, or
+    the items of ``source`` while it has one."""
 
-    count: tf.Tensor | None  # None for `while` (the test decides)
+    count: tf.Tensor | None  # None for `while` (the test decides) and for a source
     element: Callable[[tf.Tensor], object] | None
     target: gast.AST | None
     static_count: int | None = None  # the count when known while generating
+    source: LoopSource | None = None
 
 
 def convert_loop(interp: Interpreter, frame: Frame, node: gast.For | gast.While, plan: LoopPlan) -> None:
-    """Converts a loop to ``tf.while_loop`` with the body's assigned locals as loop variables."""
+    """Converts a loop to ``tf.while_loop`` with the body's assigned locals as loop variables.
+
+    A Python number the body changes (``n += 1``) is carried as a number known only at run
+    time (``PyNumber``), so after the loop it is still a Python number, as in eager.
+    """
     loc = interp.loc(frame, node)
     if escapes(node.body, loop_exits=True):
         raise NotConvertible("`break`/`continue`/`return` inside a loop converted to tf.while_loop", loc)
+    source = plan.source
     assigned = assigned_names(node.body) | (assigned_names([node.target]) if plan.target is not None else set())
     carried = sorted(n for n in assigned if n in frame.locals)
     lists = sorted(
@@ -442,12 +467,13 @@ def convert_loop(interp: Interpreter, frame: Frame, node: gast.For | gast.While,
         if frame.locals[name] or interp.ctx.is_heap_container(frame.locals[name]):
             raise NotConvertible(f"list {name!r} appended in a converted loop is not a new empty local list", loc)
 
-    def make_scope(index: tf.Tensor, carried_values: list, list_values: list) -> Frame:
+    def make_scope(index: tf.Tensor, state: list, carried_values: list, list_values: list) -> Frame:
         scope = interp.scope(frame)
         scope.locals.update(zip(carried, carried_values))
         scope.locals.update(zip(lists, list_values))
         if plan.target is not None:
-            interp.assign(scope, plan.target, plan.element(index))
+            item = source.element(index, state) if source is not None else plan.element(index)
+            interp.assign(scope, plan.target, item)
         return scope
 
     def body_results(scope: Frame) -> tuple[list, list]:
@@ -460,29 +486,33 @@ def convert_loop(interp: Interpreter, frame: Frame, node: gast.For | gast.While,
     # A trial trace of one iteration: element types of appended lists and shapes that change.
     with interp.ctx.trial(), func_graph_module.FuncGraph("janus_trial").as_default():
         trial_index = tf.compat.v1.placeholder(tf.int32, [])
+        trial_state = source.trial_state() if source is not None else []
         trial_vars = [tf.compat.v1.placeholder(t.dtype, t.shape) for t in entry_tensors]
         recorders = [_ListRecorder() for _ in lists]
-        scope = make_scope(trial_index, unflatten(entry_template, trial_vars), recorders)
+        scope = make_scope(trial_index, trial_state, unflatten(entry_template, trial_vars), recorders)
         interp.exec_block(scope, node.body)
         trial_after, trial_lists = body_results(scope)
         # With at least one iteration, `total = 0.0; total += t` carries a tensor of t's dtype (where
         # the count is known only at run time, a JanusAssert checks that there is one).
-        promotions = [_promotion(v, a) if plan.count is not None else None for v, a in zip(initial, trial_after)]
+        counted = plan.count is not None or source is not None
+        promotions = [_promotion(v, a) if counted else None for v, a in zip(initial, trial_after)]
+        numbers = [_number_promotion(v, a) for v, a in zip(initial, trial_after)]
         after_tensors: list = []
-        after_template = flatten(trial_after, after_tensors)
+        after_template = flatten(_promoted_numbers(trial_after, numbers), after_tensors)
         after_shapes = [t.shape for t in after_tensors]
         element_specs = [r.spec(loc) for r in trial_lists]
 
-    if any(promotions):
-        if not plan.static_count:
-            count = plan.count
-            interp.ctx.check(lambda: count > 0, f"loop runs at least once@{loc}", "loop runs at least once", loc)
-        initial = [tf.constant(v, p) if p is not None else v for v, p in zip(initial, promotions)]
+    if any(promotions) and source is None and not plan.static_count:
+        count = plan.count
+        interp.ctx.check(lambda: count > 0, f"loop runs at least once@{loc}", "loop runs at least once", loc)
+    if any(promotions) or any(numbers):
+        initial = [_promote_entry(v, p, k) for v, p, k in zip(initial, promotions, numbers)]
         entry_tensors = []
         entry_template = flatten(initial, entry_tensors)
     if not same_template(entry_template, after_template):
         raise NotConvertible("a loop variable changes its Python value or type across iterations", loc)
     invariants = [_relaxed(a.shape, b) for a, b in zip(entry_tensors, after_shapes)]
+    state = _after_writes(lambda: source.start(any(promotions))) if source is not None else []
 
     initial_lists = [TensorList.empty(dtype, shape) for dtype, shape in element_specs]
     list_template = flatten(initial_lists, [])
@@ -490,12 +520,18 @@ def convert_loop(interp: Interpreter, frame: Frame, node: gast.For | gast.While,
     flat_lists: list = []
     flatten(initial_lists, flat_lists)
     holds_assertions: list[bool] = []
+    n_state, n_vars = len(state), len(entry_tensors)
+
+    def split(flat: tuple) -> tuple[list, list, list]:
+        return list(flat[:n_state]), list(flat[n_state : n_state + n_vars]), list(flat[n_state + n_vars :])
 
     def cond(index: tf.Tensor, *flat: tf.Tensor) -> tf.Tensor:
         if plan.count is not None:
             return index < plan.count
-        vars_flat, lists_flat = flat[: len(entry_tensors)], flat[len(entry_tensors) :]
-        scope = make_scope(index, unflatten(entry_template, vars_flat), unflatten(list_template, lists_flat))
+        state_flat, vars_flat, lists_flat = split(flat)
+        if source is not None:
+            return source.has_next(state_flat)
+        scope = make_scope(index, [], unflatten(entry_template, vars_flat), unflatten(list_template, lists_flat))
         with interp.ctx.nested_graph() as asserts:
             test = interp.eval(scope, node.test)
             if isinstance(test, PyNumber):
@@ -506,8 +542,10 @@ def convert_loop(interp: Interpreter, frame: Frame, node: gast.For | gast.While,
             return _truth(test)
 
     def body(index: tf.Tensor, *flat: tf.Tensor) -> list:
-        vars_flat, lists_flat = flat[: len(entry_tensors)], flat[len(entry_tensors) :]
-        scope = make_scope(index, unflatten(entry_template, vars_flat), unflatten(list_template, lists_flat))
+        state_flat, vars_flat, lists_flat = split(flat)
+        scope = make_scope(
+            index, state_flat, unflatten(entry_template, vars_flat), unflatten(list_template, lists_flat)
+        )  # fmt: skip
         with interp.ctx.nested_graph() as asserts:
             interp.exec_block(scope, node.body)
             values, list_values = body_results(scope)
@@ -516,12 +554,19 @@ def convert_loop(interp: Interpreter, frame: Frame, node: gast.For | gast.While,
                 raise NotConvertible("a loop variable changes its Python value or type across iterations", loc)
             flatten(list_values, out)
             holds_assertions.append(bool(asserts))
-        return [index + 1, *out]
+        following = _after_writes(lambda: source.advance(state_flat)) if source is not None else []
+        return [index + 1, *following, *out]
 
-    shape_invariants = [tf.TensorShape([]), *invariants, *[_list_invariant(t) for t in flat_lists]]
+    shape_invariants = [
+        tf.TensorShape([]), *[tf.TensorShape([]) for _ in state], *invariants, *[_list_invariant(t) for t in flat_lists]
+    ]  # fmt: skip
     try:
         results = tf.while_loop(
-            cond, body, [index0, *entry_tensors, *flat_lists], shape_invariants=shape_invariants, parallel_iterations=1
+            cond,
+            body,
+            [index0, *state, *entry_tensors, *flat_lists],
+            shape_invariants=shape_invariants,
+            parallel_iterations=1,
         )
     except (NotConvertible, GenerationError):
         raise
@@ -530,13 +575,48 @@ def convert_loop(interp: Interpreter, frame: Frame, node: gast.For | gast.While,
     results = list(results)
     if any(holds_assertions):
         interp.ctx.assert_ops.append(results[0].op)
-    values = unflatten(entry_template, results[1 : 1 + len(entry_tensors)])
-    final_lists = unflatten(list_template, results[1 + len(entry_tensors) :])
+    _, final_vars, final_lists = split(results[1:])
+    values = unflatten(entry_template, final_vars)
+    final_lists = unflatten(list_template, final_lists)
     frame.locals.update(zip(carried, values))
     frame.locals.update(zip(lists, final_lists))
     for name in assigned - set(carried):
         frame.locals.pop(name, None)  # loop-local temporaries: reading them later is refused
     interp.exec_block(frame, node.orelse)
+
+
+def _after_writes(make: Callable[[], list]) -> list:
+    """``make()`` (the next item of a source) after the state updates made so far in this graph,
+    as eager reads it after them: a pipeline may read a variable the loop body updates."""
+    graph = tf.compat.v1.get_default_graph()
+    with tf.control_dependencies([op for op in graph.get_operations() if is_state_write(op)]):
+        return make()
+
+
+def _number_promotion(entry: object, after: object) -> type | None:
+    """The Python type of a number the body changes (``n += 1``): carried as a run-time number."""
+    kind = type(entry)
+    if kind not in (int, float) or (kind is int and abs(entry) >= 2**31):
+        return None
+    if isinstance(after, PyNumber):
+        return kind if after.type is kind else None
+    return kind if type(after) is kind and not (after == entry or after != after and entry != entry) else None
+
+
+def _promote_entry(value: object, dtype: tf.DType | None, number: type | None) -> object:
+    if dtype is not None:
+        return tf.constant(value, dtype)
+    if number is not None:
+        return PyNumber(tf.constant(value, _NUMBER_DTYPES[number]), number)
+    return value
+
+
+def _promoted_numbers(values: list, numbers: list) -> list:
+    """The trial's values with the promoted numbers as run-time numbers."""
+    return [
+        PyNumber(tf.constant(v, _NUMBER_DTYPES[k]), k) if k is not None and not isinstance(v, PyNumber) else v
+        for v, k in zip(values, numbers)
+    ]
 
 
 def _promotion(entry: object, after: object) -> tf.DType | None:

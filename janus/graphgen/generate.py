@@ -17,6 +17,7 @@ import tensorflow as tf
 from tensorflow.python.framework.ops import EagerTensor
 
 from janus.executor.guards import GuardBuilder
+from janus.graphgen import datasets
 from janus.graphgen.context import Assumption, GenerationContext, LateRead, scalar_guard, tensor_guard
 from janus.graphgen.control_flow import TensorList
 from janus.graphgen.errors import NotConvertible
@@ -28,11 +29,22 @@ from janus.graphgen.ordering import (
     is_state_write,
     order_state_writes,
     order_writes_after_earlier_ops,
+    unordered_resources,
     written_before_last_fallible,
 )
 from janus.graphgen.pynumber import PyNumber, to_python
 from janus.graphgen.source import location
-from janus.graphgen.specs import ArgSpec, ConstArg, LazyListArg, NumberArg, ObjectArg, PointerArg, SeqArg, TensorArg
+from janus.graphgen.specs import (
+    ArgSpec,
+    ConstArg,
+    DatasetArg,
+    LazyListArg,
+    NumberArg,
+    ObjectArg,
+    PointerArg,
+    SeqArg,
+    TensorArg,
+)
 from janus.graphgen.values import is_symbolic
 from janus.profiler.profile import Profile
 
@@ -91,6 +103,7 @@ def generate(
     before_writes: set[str] = set()  # ops created before the first TF state update
     fallible_after_writes: set[str] = set()  # ops after it that may raise
     snapshot_resources: list[tf.Tensor] = []  # resources updated before an op that may raise
+    unordered: list[tf.Tensor] = []  # resources an update may have changed when an assertion fails
 
     def driver(*placeholders: tf.Tensor) -> list[tf.Tensor]:
         feed = iter(placeholders)
@@ -105,8 +118,9 @@ def generate(
         flatten = _Flattener(outputs, ctx, len(params))
         write_templates.extend(flatten(w.value, w.location) for w in ctx.heap.writes)
         template.append(flatten(result, loc))
+        ctx.check_shared_iteration()
         graph = tf.compat.v1.get_default_graph()
-        order_state_writes(graph, ctx.assert_ops)
+        unordered.extend(unordered_resources(order_state_writes(graph, ctx.assert_ops)))
         first_write = order_writes_after_earlier_ops(graph)
         if first_write is not None:
             before_writes.update(op.name for op in graph.get_operations()[:first_write])
@@ -127,9 +141,15 @@ def generate(
     commit = ctx.heap.compile(len(params), ctx.guards.namespace, lambda i: f"V[{i}]", ctx.const)
     writes = sum(1 for op in concrete.graph.get_operations() if is_state_write(op))
     try:  # the updates before an op that may raise are saved and put back by the runner
-        snapshot = _variables_of(concrete, snapshot_resources)
+        snapshot = _variables_of(concrete, snapshot_resources + unordered)
         recoverable = before_writes | fallible_after_writes
     except _Unmapped:
+        if unordered:  # an assertion may fail after updates janus cannot put back
+            raise NotConvertible(
+                "an assumption is checked after an update of TF state that janus cannot save and put "
+                "back (not a variable)",
+                loc,
+            ) from None
         snapshot, recoverable = (), set(before_writes)
     return GeneratedGraph(
         concrete=concrete,
@@ -198,6 +218,10 @@ def _add_input_guards(
     elif isinstance(spec, PointerArg):
         described = f"{what} is a {spec.cls.__qualname__} (passed by pointer)"
         ctx.guard(f"{key}:type", f"type({path}) is {ctx.const(spec.cls)}", described, loc)
+    elif isinstance(spec, DatasetArg):
+        ctx.dataset_guard(path, spec.spec, spec.kind, f"{key}:type", what, loc)
+        signature.append(tf.TensorSpec([], tf.variant))
+        flat.append(f"{ctx.const(datasets.variant_of)}({path})")
     elif isinstance(spec, LazyListArg):
         ctx.guard(f"{key}:type", f"type({path}) is list", f"{what} is a list (its contents unread)", loc)
     elif isinstance(spec, SeqArg):
@@ -237,6 +261,8 @@ def _argument_value(ctx: GenerationContext, spec: ArgSpec, path: str, what: str,
         return container
     if isinstance(spec, LazyListArg):
         return ctx.unread_list(path, what, loc)
+    if isinstance(spec, DatasetArg):
+        return ctx.input_dataset(next(feed), spec.spec, spec.kind)
     if isinstance(spec, PointerArg):
         return PyObjectRef(ctx.pointer_input(path), spec.cls, spec.samples, argument=True)
     assert isinstance(spec, ObjectArg)

@@ -27,7 +27,7 @@ from tensorflow.python.framework.ops import EagerTensor
 from janus import distributed
 from janus.config import config
 from janus.executor.replay import CallSite
-from janus.graphgen import control_flow, effects, keras_layers, pynumber, recursion, sandbox
+from janus.graphgen import control_flow, datasets, effects, keras_layers, pynumber, recursion, sandbox
 from janus.graphgen.context import NOT_LOGGED, READ_ONLY_METHODS, GenerationContext, LateRead, snapshot
 from janus.graphgen.control_flow import SymbolicRange, TensorList, escapes
 from janus.graphgen.errors import NeedsStaticShape, NotConvertible, RaisesHere
@@ -148,6 +148,10 @@ class LocalFunction:
     frame: Frame
     defaults: list
     kw_defaults: list
+
+    def __repr__(self) -> str:  # not the frame's globals: it ends up in refusal messages
+        name = getattr(self.node, "name", "<lambda>")
+        return f"<local function {name} at {location(self.frame.code, self.node)}>"
 
 
 class Interpreter:
@@ -325,6 +329,9 @@ class Interpreter:
     def _stmt_For(self, frame: Frame, node: gast.For) -> None:
         iterable = self.eval(frame, node.iter)
         loc = self.loc(frame, node)
+        if datasets.is_dataset(iterable) or isinstance(iterable, DatasetItems):
+            self._dataset_loop(frame, node, iterable, loc)
+            return
         if isinstance(iterable, PyObjectRef) and iterable.cls is list and iterable.argument:
             self._bounded_loop(frame, node, iterable, loc)
             return
@@ -343,6 +350,19 @@ class Interpreter:
                 self.ctx.note(f"loop unrolled instead of tf.while_loop: {err}")
                 items = iter(iterable)
         self._unrolled(frame, node, items, loc)
+
+    def _dataset_loop(self, frame: Frame, node: gast.For, iterable: tf.data.Dataset | DatasetItems, loc: str) -> None:
+        """``for x in ds`` (or ``enumerate(ds)``): the call's own iterator in a tf.while_loop."""
+        start = iterable.start if isinstance(iterable, DatasetItems) else None
+        dataset = iterable.dataset if isinstance(iterable, DatasetItems) else iterable
+        if not is_symbolic(datasets.variant_of(dataset)):
+            raise NotConvertible("iteration over a tf.data.Dataset janus cannot re-read each call", loc)
+        kind = self.ctx.dataset_kind(dataset)
+        reason = datasets.refusal(kind) or datasets.element_refusal(dataset)
+        if reason:
+            raise NotConvertible(reason, loc)
+        source = datasets.DatasetSource(self.ctx, dataset, kind, loc, start)
+        control_flow.convert_loop(self, frame, node, control_flow.LoopPlan(None, None, node.target, source=source))
 
     def _bounded_loop(self, frame: Frame, node: gast.For, batch: PyObjectRef, loc: str) -> None:
         """``for tree in batch`` over a list passed by pointer (any length up to a bound): the first
@@ -1130,6 +1150,10 @@ class Interpreter:
     def _call_builtin(
         self, frame: Frame, node: gast.AST, callee: Callable, args: list, kwargs: dict, loc: str
     ) -> object:
+        if callee is enumerate and args and datasets.is_dataset(args[0]):
+            return self._enumerate_dataset(args, kwargs, loc)
+        if callee is len and len(args) == 1 and not kwargs and datasets.is_dataset(args[0]):
+            return self._dataset_len(args[0], loc)
         if callee is len and len(args) == 1 and isinstance(args[0], PyObjectRef) and args[0].cls is list:
             return self.ctx.heap_len(args[0], loc)
         if callee is print:  # returns None, as eager's does: deferred wherever it stands
@@ -1192,6 +1216,20 @@ class Interpreter:
             self._local_iterators.add(id(result))
             self._keep.append(result)
         return result
+
+    def _enumerate_dataset(self, args: list, kwargs: dict, loc: str) -> DatasetItems:
+        start = kwargs.pop("start", args[1] if len(args) > 1 else 0)
+        if len(args) > 2 or kwargs or type(start) is not int or abs(start) >= 2**31:
+            raise NotConvertible("enumerate() of a tf.data.Dataset other than enumerate(ds, start=<int>)", loc)
+        return DatasetItems(args[0], start)
+
+    def _dataset_len(self, dataset: tf.data.Dataset, loc: str) -> PyNumber:
+        """``len(ds)``: its cardinality; eager raises a TypeError where it is unknown or infinite."""
+        if not is_symbolic(datasets.variant_of(dataset)):
+            raise NotConvertible("len() of a tf.data.Dataset janus cannot re-read each call", loc)
+        cardinality = tf.data.experimental.cardinality(dataset)
+        self.ctx.check(lambda: cardinality >= 0, f"len() of a dataset@{loc}", "the dataset's length is known", loc)
+        return PyNumber(cardinality, int)
 
     def _any_all(self, frame: Frame, node: gast.AST, is_any: bool, iterable: object, loc: str) -> bool:
         for item in self.iterate(frame, node, iterable):
@@ -1272,6 +1310,8 @@ class Interpreter:
             raise NotConvertible(f"iteration over user object {type(value).__name__}", loc)
         if isinstance(value, (EagerTensor, tf.Variable)):
             raise NotConvertible("iteration over an eager tensor read from the heap", loc)
+        if datasets.is_dataset(value) or isinstance(value, DatasetItems):
+            raise NotConvertible("a tf.data.Dataset iterated other than by a `for` statement", loc)
         if not _iterable_now(value):
             raise NotConvertible(f"iteration over a {type(value).__qualname__}, whose contents janus cannot guard", loc)
         return iter(value)
@@ -1301,6 +1341,14 @@ def _is_tape_gradient(callee: object) -> bool:
     return getattr(callee, "__name__", None) == "gradient" and isinstance(
         getattr(callee, "__self__", None), tf.GradientTape
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetItems:
+    """``enumerate(ds, start)``: a ``for`` over it gets Python int indices, as eager does."""
+
+    dataset: tf.data.Dataset
+    start: int
 
 
 class LoopItem(gast.stmt):
@@ -1393,7 +1441,7 @@ def _has_identity_at_run_time(value: object) -> bool:
 
 def _is_value_kind(value: object) -> bool:
     """janus's own stand-ins for values known only at run time (a heap object, a loop's list)."""
-    return isinstance(value, (PyObjectRef, TensorList, SymbolicRange, LateRead))
+    return isinstance(value, (PyObjectRef, TensorList, SymbolicRange, LateRead, DatasetItems))
 
 
 def _always_raises(block: list) -> bool:

@@ -3,6 +3,8 @@ for every op that comes before it in the program, so an op that raises leaves ea
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import tensorflow as tf
 
 from janus.graphgen import touches
@@ -19,38 +21,98 @@ _STATE_READS = frozenset(
 _CONTROL_FLOW = frozenset({"If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase"})
 
 
+def mark_call_local(op: tf.Operation) -> None:
+    """``op`` updates only state that its graph makes anew each call (the iterator of a dataset
+    loop): no update of TF state that outlives the call, so nothing to wait for or to put back."""
+    op._janus_call_local = True
+
+
+def _call_local(op: tf.Operation) -> bool:
+    return getattr(op, "_janus_call_local", False)
+
+
 def is_state_write(op: tf.Operation) -> bool:
     """TF state updates, prints, and Horovod collectives: what must wait for every assertion."""
     if op.type.startswith("Horovod"):
         return True  # a rank whose assertion fails must not have joined a collective yet
-    if op.type in _STATE_READS or not op._is_stateful or touches.is_touch_op(op):
+    if op.type in _STATE_READS or not op._is_stateful or _call_local(op) or touches.is_touch_op(op):
         return False
-    return op.type == "PrintV2" or any(t.dtype == tf.resource for t in op.inputs)
+    return op.type == "PrintV2" or any(_outlives_call(t) for t in op.inputs)
 
 
-def order_state_writes(graph: tf.Graph, assert_ops: list[tf.Operation]) -> None:
+def _outlives_call(tensor: tf.Tensor) -> bool:
+    """A resource that is not made anew by the call: a variable, a table, an iterator that is not
+    the call's own. ``Anonymous*`` ops (an iterator, a seed generator) and tf.data's placeholders
+    (``DummySeedGenerator``: a dataset made in the graph keeps its seeds itself) are new each run."""
+    if tensor.dtype != tf.resource or touches.is_counter(tensor):  # janus's bookkeeping, not the program's
+        return False
+    op = tensor.op
+    return not (_call_local(op) or op.type.startswith("Anonymous") or op.type in _DUMMY_RESOURCES)
+
+
+_DUMMY_RESOURCES = frozenset({"DummySeedGenerator", "DummyMemoryCache"})
+
+
+def order_state_writes(graph: tf.Graph, assert_ops: list[tf.Operation]) -> list[tf.Operation]:
     """Adds a control dependency from every assertion to every state update of ``graph``.
 
     ``assert_ops`` may include control-flow ops (If/While) whose branches hold assertions.
-    An update that an assertion itself depends on cannot wait for it: that graph is refused.
+    An update that an assertion itself depends on cannot wait for it (a loop that trains, then
+    an assertion on its result). Returns such updates, and control flow holding assertions (a
+    loop's later iteration's may fail after an earlier one's updates): their updates may have
+    run when an assertion fails, so the runner saves their variables and puts them back
+    (``unordered_resources``). A print or collective an assertion depends on is refused.
     """
     if not assert_ops:
-        return
+        return []
+    earlier_users = _earlier_users(graph)
     ancestors: set[tf.Operation] = set()
     pending = list(assert_ops)
     while pending:
         op = pending.pop()
-        for parent in [t.op for t in op.inputs] + list(op.control_inputs):
+        for parent in [t.op for t in op.inputs] + list(op.control_inputs) + earlier_users(op):
             if parent not in ancestors:
                 ancestors.add(parent)
                 pending.append(parent)
+    unordered = []
     for op in graph.get_operations():
         if is_state_write(op):
-            if op in ancestors and op.type in _CONTROL_FLOW:
+            if op in ancestors:  # it runs first: what it updates is saved and put back on a failure
+                if not any(_outlives_call(t) for t in op.inputs):  # a print, a collective: nothing to put back
+                    raise NotConvertible(f"an assumption depends on the state update {op.type}")
+                unordered.append(op)
                 continue
-            if op in ancestors:
-                raise NotConvertible(f"an assumption depends on the state update {op.type}")
+            if op in assert_ops and op.type in _CONTROL_FLOW:
+                unordered.append(op)  # a loop's later iteration; a branch's loop
             op._add_control_inputs([a for a in assert_ops if a is not op and a not in op.control_inputs])
+    return unordered
+
+
+def unordered_resources(ops: list[tf.Operation]) -> list[tf.Tensor]:
+    """The resources that ``ops`` (from ``order_state_writes``) may update before an assertion fails."""
+    return [t for op in ops for t in op.inputs if _outlives_call(t)]
+
+
+def _earlier_users(graph: tf.Graph) -> Callable[[tf.Operation], list[tf.Operation]]:
+    """The stateful ops created before ``op`` on a resource it uses: TF's automatic control
+    dependencies, added when the function is finished, will make ``op`` wait for them."""
+    operations = graph.get_operations()
+    position = {op: i for i, op in enumerate(operations)}
+    users: dict[tuple, list[tf.Operation]] = {}
+    for op in operations:
+        if op._is_stateful:
+            for t in op.inputs:
+                if t.dtype == tf.resource:
+                    users.setdefault((t.op.name, t.value_index), []).append(op)
+
+    def earlier(op: tf.Operation) -> list[tf.Operation]:
+        if not op._is_stateful or op not in position:
+            return []
+        here = position[op]
+        keys = {(t.op.name, t.value_index) for t in op.inputs if t.dtype == tf.resource}
+        return [u for key in keys for u in users.get(key, ()) if position[u] < here]
+
+    return earlier
 
 
 def order_writes_after_earlier_ops(graph: tf.Graph) -> int | None:
@@ -131,10 +193,6 @@ def written_before_last_fallible(graph: tf.Graph, first_write: int | None) -> tu
     if not fallible:
         return [], set()
     resources = [
-        t
-        for op in operations[first_write : fallible[-1]]
-        if is_state_write(op)
-        for t in op.inputs
-        if t.dtype == tf.resource
+        t for op in operations[first_write : fallible[-1]] if is_state_write(op) for t in op.inputs if _outlives_call(t)
     ]
     return resources, {operations[i].name for i in fallible}

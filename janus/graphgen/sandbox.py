@@ -7,7 +7,8 @@ for shims that convert them: see ``keras_layers``). Run now, such code would run
 and be baked into the graph. The sandbox watches the calls a library callable makes (a profile
 trace function on frame entry, for this thread and only while generating) and stops the generation at the first frame of
 user code, before its first line runs, so nothing of it happens. It also stops at an op-seeded
-stateful random op, whose stream lives in eager's kernel cache and cannot continue in a graph.
+stateful random op, whose stream lives in eager's kernel cache and cannot continue in a graph
+(tf.data's seeds excepted: a dataset's seed generator is made each run, as each eager construction makes it).
 """
 
 from __future__ import annotations
@@ -56,6 +57,15 @@ def _legacy_seed_code() -> types.CodeType | None:
     return getattr(getattr(generator, "make_legacy_seed", None), "__code__", None)
 
 
+def _seeds_a_dataset(frame: types.FrameType) -> bool:
+    """tf.data's seeds (``shuffle(seed=...)``): the op takes them as numbers and makes its seed
+    generator each run of the graph, as each eager construction does; no stream lives in a kernel."""
+    caller = frame.f_back
+    return caller is not None and caller.f_code.co_filename.replace("\\", "/").endswith(
+        "tensorflow/python/data/util/random_seed.py"
+    )
+
+
 @contextlib.contextmanager
 def library_call(label: str, loc: str) -> Iterator[None]:
     """Runs a library call that must not reach user code or op-seeded RNG; else NotConvertible."""
@@ -75,7 +85,7 @@ def library_call(label: str, loc: str) -> Iterator[None]:
                 raise _UserCodeReached(violation[-1])
             return
         if code is get_seed:
-            if frame.f_locals.get("op_seed") is not None:
+            if frame.f_locals.get("op_seed") is not None and not _seeds_a_dataset(frame):
                 violation.append("an op-seeded stateful random op (its stream lives in eager's kernel cache)")
                 raise _UserCodeReached(violation[-1])
             return

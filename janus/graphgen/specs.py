@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
+from janus.graphgen.datasets import DatasetKind, common_spec, is_dataset, kind_of
 from janus.graphgen.values import is_user_object
 from janus.profiler.observe import ObjectObs, Observation, ScalarObs, SeqObs, TensorObs
 
@@ -44,6 +45,16 @@ class ObjectArg:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
+class DatasetArg:
+    """A ``tf.data.Dataset``: fed as its variant tensor, so a new dataset each call (another epoch's
+    pipeline) costs no new graph. Guarded on its element spec (the profiled ones' common spec) and
+    on what its iteration does besides producing elements (``datasets.DatasetKind``)."""
+
+    spec: tf.data.DatasetSpec
+    kind: DatasetKind
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
 class PointerArg:
     """A user object that was a different object at every profiled call (a data structure such
     as a parse tree), or a list of such objects (a batch of trees): passed as an int64 pointer
@@ -69,7 +80,7 @@ class SeqArg:
     keys: tuple | None = None  # for dicts
 
 
-ArgSpec = TensorArg | ConstArg | NumberArg | ObjectArg | PointerArg | LazyListArg | SeqArg
+ArgSpec = TensorArg | ConstArg | NumberArg | ObjectArg | DatasetArg | PointerArg | LazyListArg | SeqArg
 
 
 def merge_shapes(shapes: Sequence[tuple | None]) -> tuple | None:
@@ -131,6 +142,8 @@ def derive(
         return SeqArg(latest.type, items, latest.keys)
     assert isinstance(latest, ObjectObs)
     objects = [o.obj for o in same_kind]
+    if is_dataset(latest.obj):
+        return DatasetArg(common_spec([o for o in objects if is_dataset(o)]), kind_of(latest.obj))
     fresh = len({id(o) for o in objects}) == len(objects) > 1
     if fresh and len({type(o) for o in objects}) == 1 and is_user_object(latest.obj) and not callable(latest.obj):
         return PointerArg(type(latest.obj), objects[::-1])  # the newest first

@@ -14,6 +14,8 @@ lock (one call at a time), so two calls never mix their counts.
 
 from __future__ import annotations
 
+import weakref
+
 import tensorflow as tf
 from tensorflow.python.framework import ops
 from tensorflow.python.ops import gen_resource_variable_ops, resource_variable_ops
@@ -65,6 +67,16 @@ def users(graph: tf.Graph, handle: object) -> list[tf.Operation]:
     ]
 
 
+_counter_handles: set[int] = set()  # ids of the eager handles of live counters
+
+
+def is_counter(tensor: tf.Tensor) -> bool:
+    """A graph's resource input that is one of these counters (janus's bookkeeping)."""
+    if tensor.op.type != "Placeholder" and not isinstance(tensor, ops.EagerTensor):
+        return False
+    return id(_eager_handle(tensor)) in _counter_handles
+
+
 class Counter:
     """An int64 resource counting regions that ran: a raw handle, not a ``tf.Variable`` (one made
     while tf.function traces would make it trace again)."""
@@ -77,6 +89,8 @@ class Counter:
             )  # fmt: skip
             self._deleter = resource_variable_ops.EagerResourceDeleter(self.handle, self.handle.device)
             gen_resource_variable_ops.assign_variable_op(self.handle, tf.constant(0, tf.int64))
+        _counter_handles.add(id(self.handle))
+        weakref.finalize(self, _counter_handles.discard, id(self.handle))
 
     def add_one(self) -> None:
         with tf.name_scope(SCOPE):

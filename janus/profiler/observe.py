@@ -57,6 +57,7 @@ def observe(value: object) -> Observation:
         # Only integer/bool tensors are value-specialised: a float constant would cut gradients.
         differentiable = value.dtype.is_floating or value.dtype.is_complex
         keep = not differentiable and small is not None and small <= config.small_tensor_elements
+        keep = keep and tf.executing_eagerly()  # a function TF traces (a tf.data map/filter): symbolic
         return TensorObs(value.dtype, tuple(value.shape), value.numpy() if keep else None)
     if type(value) in SCALAR_TYPES:
         return ScalarObs(type(value), value)

@@ -63,6 +63,7 @@ _GRAPH_MODULES = (
     "tensorflow.python.framework.tensor_shape",
     "tensorflow.python.framework.tensor_util",
     "tensorflow.python.util.nest",
+    "tensorflow.python.data.ops.",  # tf.data pipelines: graph datasets (iterated by janus/graphgen/datasets.py)
     "keras.",
     "tf_keras.",
     "horovod.tensorflow",  # collectives (allreduce, broadcast) and DistributedGradientTape: graph ops
@@ -86,6 +87,8 @@ _HOST_STATE = frozenset(
         "set_random_seed", "init", "shutdown",
     }
 )  # fmt: skip
+# tf.data methods that touch files or run the pipeline in Python while the graph is built.
+_DATA_HOST = frozenset({"save", "load", "snapshot", "as_numpy_iterator"})
 # Tensor and variable methods that read a value into Python: in a graph the value is not known yet.
 MATERIALIZING = frozenset(
     {
@@ -178,6 +181,8 @@ def classify(callee: object) -> Verdict:
     if module.startswith(_GRAPH_MODULES):
         if short in _HOST_STATE:
             return _refused(name, f"{name}() touches process state while the graph is built")
+        if short in _DATA_HOST and module.startswith("tensorflow.python.data."):
+            return _refused(name, f"{name}() reads or writes files, or runs the pipeline, while the graph is built")
         if isinstance(callee, type) and _creates_state(callee):
             return _refused(name, f"constructing {name} creates new state on every eager call")
         return Verdict(Effect.GRAPH, name)
