@@ -421,9 +421,6 @@ def test_iterating_a_dataset_held_by_a_closure_inside_the_step():
 # 10. nonlocal: a counter in a nested def, and a closure counter bumped by the jitted function.
 
 
-@pytest.mark.xfail(
-    strict=True, reason="no graph: conversion fails with `name 'applied' is not defined` on the nested def's nonlocal"
-)
 def test_a_nonlocal_counter_in_a_nested_def_inside_the_step():
     def make():
         def step(x):

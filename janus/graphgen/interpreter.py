@@ -12,6 +12,7 @@ JanusAssert (checked inside the graph), both through the ``GenerationContext``.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -131,13 +132,21 @@ class _Continue(Exception):
 
 @dataclasses.dataclass
 class Frame:
-    """One activation of converted user code."""
+    """One activation of converted user code, or a scope copied from one for a branch or loop body.
+
+    A local function's frame holds only the names it binds: its free variables (and the names it
+    declares ``nonlocal``) are looked up when read, in the enclosing function's activation where
+    it is at that moment (``Interpreter.binder``).
+    """
 
     code: types.CodeType
     func_globals: dict
     cells: dict[str, types.CellType]
     locals: dict[str, object]
     declared: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> "global"/"nonlocal"
+    function: LocalFunction | None = None  # the local function whose body runs here
+    region: int = 0  # ctx.region_depth where the activation began: `nonlocal` writes come only from there
+    activation: object = dataclasses.field(default_factory=object)  # shared by the scopes copied from it
 
 
 @dataclasses.dataclass(eq=False)
@@ -156,6 +165,7 @@ class Interpreter:
         self.stack: list[types.CodeType] = []
         self._local_iterators: set[int] = set()  # iterators made by this conversion: next() is safe
         self._keep: list[object] = []  # keeps them alive so their ids stay unique
+        self._live: dict[int, Frame] = {}  # id(activation) -> the branch or loop scope it runs in now
 
     # ----------------------------------------------------------------- entry points
     def call_function(self, func: types.FunctionType, args: list, kwargs: dict) -> object:
@@ -188,7 +198,7 @@ class Interpreter:
             raise NotConvertible("call chain too deep to inline", location(code))
         node = function_ast(code)
         cells = dict(zip(code.co_freevars, func.__closure__ or ()))
-        frame = Frame(code, func.__globals__, cells, dict(arguments))
+        frame = Frame(code, func.__globals__, cells, dict(arguments), region=self.ctx.region_depth)
         return self._run_body(frame, node.body)
 
     def _run_body(self, frame: Frame, body: list) -> object:
@@ -213,7 +223,47 @@ class Interpreter:
 
     def scope(self, frame: Frame) -> Frame:
         """A copy of ``frame`` for a branch or loop body traced into its own graph."""
-        return Frame(frame.code, frame.func_globals, frame.cells, dict(frame.locals), frame.declared)
+        return dataclasses.replace(frame, locals=dict(frame.locals))
+
+    @contextlib.contextmanager
+    def live(self, scope: Frame) -> Iterator[Frame]:
+        """Runs code in ``scope``: local functions of its activation read their free variables there."""
+        key = id(scope.activation)
+        previous = self._live.get(key)
+        self._live[key] = scope
+        try:
+            yield scope
+        finally:
+            if previous is None:
+                del self._live[key]
+            else:
+                self._live[key] = previous
+
+    def _enclosing(self, frame: Frame) -> Frame | None:
+        """Where the function that ``frame``'s local function was defined in is running now."""
+        if frame.function is None:
+            return None
+        defined_in = frame.function.frame
+        return self._live.get(id(defined_in.activation), defined_in)
+
+    def binder(self, frame: Frame, name: str) -> Frame:
+        """The frame whose variable ``name`` is: ``frame``, or for a free variable (or one declared
+        ``nonlocal``) of a local function, the innermost enclosing function's that binds it."""
+        while frame.function is not None:
+            declared = frame.declared.get(name)
+            if declared == "global":
+                return frame
+            if declared is None and (name in frame.locals or name in bound_names(frame.function.node)):
+                return frame
+            frame = self._enclosing(frame)
+        return frame
+
+    def visible_values(self, frame: Frame) -> Iterator[object]:
+        """The values of the variables ``frame``'s code can see by name (enclosing functions' too)."""
+        scope: Frame | None = frame
+        while scope is not None:
+            yield from scope.locals.values()
+            scope = self._enclosing(scope)
 
     def run_block_for_return(self, frame: Frame, body: list, tail: bool, loc: str) -> object:
         """Runs a block that must end the function; its return value (None at the function's end)."""
@@ -562,13 +612,19 @@ class Interpreter:
             raise NotConvertible(f"assignment to {type(target).__name__}", self.loc(frame, target))
 
     def _store_name(self, frame: Frame, name: str, value: object, loc: str) -> None:
-        scope = frame.declared.get(name)
+        if name not in frame.declared:
+            frame.locals[name] = value
+            return
+        binder = self.binder(frame, name)
+        scope = binder.declared.get(name)
         if scope == "global":
             self.ctx.write_global(frame.func_globals, name, value, loc)
         elif scope == "nonlocal":
             self.ctx.write_cell(frame.cells[name], value, loc)
+        elif binder.region != self.ctx.region_depth:  # eager writes once, as the branch or iteration runs
+            raise NotConvertible(f"`nonlocal {name}` written inside tensor-dependent control flow", loc)
         else:
-            frame.locals[name] = value
+            binder.locals[name] = value  # a local function's `nonlocal`: the enclosing function's variable
 
     def _store_item(self, container: object, key: object, value: object, loc: str) -> None:
         if isinstance(container, HeapList) and isinstance(key, PyNumber) and key.type is int:
@@ -614,9 +670,14 @@ class Interpreter:
         name = node.id
         if name in frame.locals and name not in frame.declared:
             return frame.locals[name]
-        if (name in frame.code.co_varnames or name in frame.code.co_cellvars) and name not in frame.declared:
-            raise NotConvertible(f"local {name!r} may be read before assignment", self.loc(frame, node))
         loc = self.loc(frame, node)
+        frame = self.binder(frame, name)
+        if name in frame.locals and name not in frame.declared:
+            return frame.locals[name]
+        if frame.function is not None and name not in frame.declared:
+            raise NotConvertible(f"local {name!r} of a local function may be read before assignment", loc)
+        if (name in frame.code.co_varnames or name in frame.code.co_cellvars) and name not in frame.declared:
+            raise NotConvertible(f"local {name!r} may be read before assignment", loc)
         if name in frame.cells:
             cell = frame.cells[name]
             written = self.ctx.heap_value(cell, "cell_contents")
@@ -842,7 +903,7 @@ class Interpreter:
         return self._formatted(functools.partial(join_fstring, tuple(layout)), values, {}, self.loc(frame, node))
 
     def _comprehension(self, frame: Frame, node: gast.AST, produce: Callable[[Frame], None]) -> None:
-        scope = Frame(frame.code, frame.func_globals, frame.cells, dict(frame.locals))
+        scope = _comprehension_scope(frame, node)
 
         def loop(generators: list) -> None:
             if not generators:
@@ -875,7 +936,7 @@ class Interpreter:
     def _expr_GeneratorExp(self, frame: Frame, node: gast.GeneratorExp) -> Iterator[object]:
         """Lazy, as in Python: each item is converted when the consumer asks for it, so ``any()``
         stops early and the side effects of the items it never reached do not happen."""
-        scope = Frame(frame.code, frame.func_globals, frame.cells, dict(frame.locals))
+        scope = _comprehension_scope(frame, node)
         first = node.generators[0]
         outer = self.iterate(scope, first, self.eval(scope, first.iter))  # evaluated at once, as in Python
 
@@ -1199,8 +1260,7 @@ class Interpreter:
                 if name not in defaults:
                     raise NotConvertible(f"local function called without argument {name!r}", loc)
                 bound[name] = defaults[name]
-        scope = Frame(fn.frame.code, fn.frame.func_globals, fn.frame.cells, dict(fn.frame.locals))
-        scope.locals.update(bound)
+        scope = Frame(fn.frame.code, fn.frame.func_globals, fn.frame.cells, bound, {}, fn, self.ctx.region_depth)
         if isinstance(fn.node, gast.Lambda):
             return self.eval(scope, fn.node.body)
         return self._run_body(scope, fn.node.body)
@@ -1313,6 +1373,38 @@ def _holds_user_object(value: object) -> bool:
     if type(value) is dict:
         return any(_holds_user_object(k) or _holds_user_object(v) for k, v in value.items())
     return not isinstance(value, (LocalFunction, type)) and is_user_object(value)
+
+
+def _comprehension_scope(frame: Frame, node: gast.AST) -> Frame:
+    """A comprehension's own scope: its targets are its own variables, whatever the function declares."""
+    targets = control_flow.assigned_names([gen.target for gen in node.generators])
+    declared = {name: scope for name, scope in frame.declared.items() if name not in targets}
+    return dataclasses.replace(frame, locals=dict(frame.locals), declared=declared)
+
+
+@functools.cache
+def bound_names(node: gast.AST) -> frozenset[str]:
+    """The variables of a ``def`` or ``lambda``: its parameters and the names it assigns, less the
+    names it declares ``global`` or ``nonlocal``."""
+    args = node.args
+    params = {a.id for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a}
+    body = [node.body] if isinstance(node, gast.Lambda) else node.body
+    declared = {
+        name
+        for stmt in body
+        for child in _same_scope_nodes(stmt)
+        if isinstance(child, (gast.Global, gast.Nonlocal))
+        for name in child.names
+    }
+    return frozenset(params | (control_flow.assigned_names(body) - declared))
+
+
+def _same_scope_nodes(node: gast.AST) -> Iterator[gast.AST]:
+    """``node`` and the nodes within it that are not in a nested function, lambda or class."""
+    yield node
+    for child in gast.iter_child_nodes(node):
+        if not isinstance(child, (gast.FunctionDef, gast.Lambda, gast.ClassDef)):
+            yield from _same_scope_nodes(child)
 
 
 def _mangled(code: types.CodeType, attr: str) -> str:
