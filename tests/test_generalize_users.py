@@ -636,10 +636,6 @@ class Head:
         return self.project(x)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="no graph: `[tf.shape(x)[0]] + [self.units, 2]`, units differing per instance: 'operator on a user object'",
-)
 @pytest.mark.parametrize("how", ["method", "__call__"])
 def test_a_reshape_list_built_from_self_units_shared_by_instances(how):
     def make():

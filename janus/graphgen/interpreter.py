@@ -1281,6 +1281,8 @@ class Interpreter:
             return Formatted(operator.add, tuple(operands))  # "loss: " + str(loss)
         if any(isinstance(v, Formatted) or _is_value_kind(v) for v in operands):
             raise NotConvertible("an operator on text or a value known only after the graph ran", loc)
+        if _joins_sequences(op, operands):
+            return op(*operands)  # `[n] + [self.units, 2]`: Python's own, the items are not looked at
         if pynumber.involves(operands):
             return pynumber.operate(op, operands, lambda d: self.ctx.assert_nonzero(d, loc), loc)
         if all(is_plain(v) for v in operands):
@@ -1373,6 +1375,16 @@ def _holds_user_object(value: object) -> bool:
     if type(value) is dict:
         return any(_holds_user_object(k) or _holds_user_object(v) for k, v in value.items())
     return not isinstance(value, (LocalFunction, type)) and is_user_object(value)
+
+
+def _joins_sequences(op: Callable, operands: tuple) -> bool:
+    """``+`` of two lists (or two tuples), or one repeated a constant number of times."""
+    kinds = [type(v) for v in operands]
+    if op in (operator.add, operator.iadd):
+        return kinds in ([list, list], [tuple, tuple])
+    if op in (operator.mul, operator.imul):
+        return kinds in ([list, int], [tuple, int]) or op is operator.mul and kinds in ([int, list], [int, tuple])
+    return False
 
 
 def _comprehension_scope(frame: Frame, node: gast.AST) -> Frame:
