@@ -566,10 +566,6 @@ def test_keras_blocks_in_a_list_attribute_of_a_layer_called_from_a_step():
 # 13. Lambdas and nested functions handed to TF APIs inside the step.
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="no graph: tf.cond gets janus's converted lambdas, which are not callable ('true_fn' must be callable)",
-)
 def test_lambdas_handed_to_tf_cond():
     def make():
         def step(x, threshold):
@@ -583,10 +579,6 @@ def test_lambdas_handed_to_tf_cond():
     run_differential(make, calls, min_graph_calls=3)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="no graph: tf.map_fn fails on janus's converted lambda ('LocalFunction' object has no attribute '__name__')",
-)
 def test_a_lambda_handed_to_tf_map_fn():
     def make():
         def step(x):

@@ -28,7 +28,7 @@ from tensorflow.python.framework.ops import EagerTensor
 from janus import distributed
 from janus.config import config
 from janus.executor.replay import CallSite
-from janus.graphgen import control_flow, effects, keras_layers, pynumber, recursion, sandbox
+from janus.graphgen import control_flow, effects, handed, keras_layers, pynumber, recursion, sandbox
 from janus.graphgen.context import NOT_LOGGED, READ_ONLY_METHODS, GenerationContext, LateRead, snapshot
 from janus.graphgen.control_flow import SymbolicRange, TensorList, escapes
 from janus.graphgen.errors import NeedsStaticShape, NotConvertible
@@ -154,9 +154,9 @@ class LocalFunction:
     """A ``def`` or ``lambda`` evaluated inside converted code: callable by inlining."""
 
     node: gast.AST
-    frame: Frame
-    defaults: list
-    kw_defaults: list
+    frame: Frame = dataclasses.field(repr=False)
+    defaults: list = dataclasses.field(repr=False)
+    kw_defaults: list = dataclasses.field(repr=False)
 
 
 class Interpreter:
@@ -1028,7 +1028,9 @@ class Interpreter:
             return self._defer(frame, node, verdict, callee, args, kwargs, statement)
         if verdict.effect is Effect.PURE:
             return self._call_pure(verdict, callee, args, kwargs, loc)
-        return self._call_graph_library(callee, args, kwargs, loc)
+        if handed.holds_function((args, kwargs)):  # tf.cond(p, lambda: ..., lambda: ...)
+            return handed.call(self, frame, node, callee, args, kwargs, loc)
+        return self.call_graph_library(callee, args, kwargs, loc)
 
     def _defer(
         self, frame: Frame, node: gast.AST, verdict: purity.Verdict, callee: object, args: list, kwargs: dict,
@@ -1094,7 +1096,7 @@ class Interpreter:
             raise NotConvertible(f"formatting raises {type(err).__name__} in eager: {err}", loc) from None
         return formatted
 
-    def _call_graph_library(self, callee: object, args: list, kwargs: dict, loc: str) -> object:
+    def call_graph_library(self, callee: object, args: list, kwargs: dict, loc: str) -> object:
         """TensorFlow/Keras on symbolic tensors, in the sandbox that refuses user code."""
         self.ctx.guard_keras_state(getattr(callee, "__self__", callee), loc)  # opt.apply_gradients, loss_fn(...)
         if purity.implementation_module(callee).startswith(("keras.", "tf_keras.")):
@@ -1117,6 +1119,8 @@ class Interpreter:
 
     def _call_keras_layer(self, layer: object, args: list, kwargs: dict, loc: str) -> object:
         """Keras's ``__call__`` runs; the ``call`` of every user layer within is converted."""
+        if handed.holds_function((args, kwargs)):
+            raise NotConvertible(f"a function handed to Keras layer {type(layer).__name__}", loc)
         self.ctx.guard_keras_state(layer, loc)
         args = [tf.convert_to_tensor(v) if isinstance(v, NumpyArray) else v for v in args]  # as Keras converts
         args = [self._library_value(v, loc) for v in args]
@@ -1237,6 +1241,19 @@ class Interpreter:
         defaults = [self.eval(frame, d) for d in node.args.defaults]
         kw_defaults = [_NO_DEFAULT if d is None else self.eval(frame, d) for d in node.args.kw_defaults]
         return LocalFunction(node, frame, defaults, kw_defaults)
+
+    def closure_values(self, target: object) -> Iterator[object]:
+        """What a function can reach without reading the heap: its defaults, a partial's arguments,
+        and for a local function the variables of the functions enclosing it, as they are now."""
+        if isinstance(target, functools.partial):
+            yield from (*target.args, *target.keywords.values())
+            yield from self.closure_values(target.func)
+        elif isinstance(target, LocalFunction):
+            yield from (*target.defaults, *(d for d in target.kw_defaults if d is not _NO_DEFAULT))
+            yield from self.visible_values(self._live.get(id(target.frame.activation), target.frame))
+        else:
+            func = getattr(target, "__func__", target)
+            yield from (*(func.__defaults__ or ()), *(func.__kwdefaults__ or {}).values())
 
     def _call_local(self, fn: LocalFunction, args: list, kwargs: dict) -> object:
         """A nested ``def`` or ``lambda``: positional, keyword and keyword-only arguments, defaults."""

@@ -18,6 +18,10 @@ _STATE_READS = frozenset(
 _CONTROL_FLOW = frozenset({"If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase"})
 
 
+def is_control_flow(op: tf.Operation) -> bool:
+    return op.type in _CONTROL_FLOW
+
+
 def is_state_write(op: tf.Operation) -> bool:
     """TF state updates, prints, and Horovod collectives: what must wait for every assertion."""
     if op.type.startswith("Horovod"):
