@@ -650,7 +650,6 @@ def my_gelu(t):
     return 0.5 * t * (1.0 + tf.tanh(0.7978845608 * (t + 0.044715 * t**3)))
 
 
-@pytest.mark.xfail(strict=True, reason="no graph: builtin super() is not converted in the Dense subclass's call")
 @pytest.mark.keras
 def test_a_dense_subclass_calling_super_call():
     class ScaledDense(keras.layers.Dense):

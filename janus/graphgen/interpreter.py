@@ -994,6 +994,8 @@ class Interpreter:
             return self.call(frame, node, callee.func, [*callee.args, *args], {**callee.keywords, **kwargs}, statement)
         if isinstance(callee, Formatted) or _is_value_kind(callee):
             raise NotConvertible(f"call of a {type(callee).__name__} value", loc)
+        if callee is super:
+            return self._super(frame, args, kwargs, loc)
         wrapped = getattr(callee, "__wrapped__", None)
         if wrapped is not None and is_user_function(inspect.unwrap(callee)) and not is_user_function(callee):
             raise NotConvertible(f"library wrapper around user function {wrapped.__qualname__}", loc)
@@ -1016,7 +1018,7 @@ class Interpreter:
             return self.call_function(call_impl, [callee, *args], kwargs)
         if keras_layers.is_keras_layer(callee):
             return self._call_keras_layer(callee, args, kwargs, loc)
-        if not is_library_object(callee):
+        if not is_library_object(callee) and not keras_layers.is_library_call_of_layer(callee):
             kind = "class" if isinstance(callee, type) else type(callee).__name__
             raise NotConvertible(f"call of user {kind} {getattr(callee, '__qualname__', '')}".rstrip(), loc)
         verdict = purity.classify(callee)
@@ -1031,6 +1033,21 @@ class Interpreter:
         if handed.holds_function((args, kwargs)):  # tf.cond(p, lambda: ..., lambda: ...)
             return handed.call(self, frame, node, callee, args, kwargs, loc)
         return self.call_graph_library(callee, args, kwargs, loc)
+
+    def _super(self, frame: Frame, args: list, kwargs: dict, loc: str) -> super:
+        """``super()`` in a method: its class (the ``__class__`` cell) and first argument, as Python finds them."""
+        if not args and not kwargs:
+            cell = frame.cells.get("__class__")
+            first = frame.code.co_varnames[0] if frame.code.co_argcount else None
+            if frame.function is not None or cell is None or first not in frame.locals:
+                raise NotConvertible("super() without arguments outside the body of a method", loc)
+            args = [cell.cell_contents, frame.locals[first]]
+        if kwargs or len(args) != 2 or not isinstance(args[0], type) or not _holds_user_object(args[1]):
+            raise NotConvertible("super() of other than a class and a user object", loc)
+        try:
+            return super(*args)
+        except TypeError as err:  # eager raises it too
+            raise NotConvertible(f"super() raises TypeError in eager: {err}", loc) from None
 
     def _defer(
         self, frame: Frame, node: gast.AST, verdict: purity.Verdict, callee: object, args: list, kwargs: dict,
