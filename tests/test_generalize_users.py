@@ -589,10 +589,6 @@ def test_a_lambda_handed_to_tf_map_fn():
     run_differential(make, [(tf.fill([2 + i % 2, 3], float(i)),) for i in range(8)], min_graph_calls=3)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="no graph: Keras 2 minimize gets a LocalFunction (wants a tape); v1 minimize (Keras 3) is not allow-listed",
-)
 @pytest.mark.keras
 def test_optimizer_minimize_with_a_nested_loss_fn():
     def make():

@@ -151,6 +151,22 @@ def test_an_assumption_inside_a_tf_cond_branch_orders_the_update_after_it():
     assert "(value relaxed)" in janus.explain(jitted)
 
 
+def test_tf_cond_on_a_python_bool_calls_only_the_taken_function_as_eager_does():
+    """Eager calls the one function and returns what it returns (a Python float too); its print runs once."""
+
+    def make():
+        def step(x, training):
+            def noisy():
+                print("training branch")
+                return x * 2.0
+
+            return tf.cond(training, noisy, lambda: 1.0)
+
+        return step, no_state
+
+    run_differential(make, [(vec(i, 1.0), i % 3 == 0) for i in range(9)], min_graph_calls=4)
+
+
 # ---------------------------------------------------------------- refused: eager runs them
 
 

@@ -35,6 +35,7 @@ from janus.graphgen.specs import merge_shapes
 from janus.graphgen.values import is_plain, is_symbolic, is_user_object
 from janus.ops import heap_ops, janus_assert, pyheap
 from janus.profiler.profile import Profile
+from janus.source import purity
 from janus.source.library import is_library_class, is_library_code, is_library_object
 
 _assumption_ids = itertools.count(1)
@@ -113,8 +114,9 @@ class GenerationContext:
         self.guards.add(key, expr, description, loc)
 
     def guard_keras_state(self, obj: object, loc: str) -> None:
-        """A Keras object read from a path: the layers within it and their settings are re-checked."""
-        if not keras_layers.is_keras_object(obj) or id(obj) in self._keras_guarded:
+        """A Keras object (or v1 optimizer) read from a path: the layers within it and their settings
+        are re-checked."""
+        if not (keras_layers.is_keras_object(obj) or purity.is_v1_optimizer(obj)) or id(obj) in self._keras_guarded:
             return
         path = self._paths.get(id(obj))
         if path is None:

@@ -1,11 +1,12 @@
 """Functions handed to TensorFlow APIs that call them while the graph is built.
 
 ``tf.cond(p, lambda: a * 2.0, lambda: b - 1.0)``, ``tf.map_fn(lambda r: r * 2.0, x)``,
-``tf.while_loop(cond, body, loop_vars)``, ``tf.switch_case(i, branches)`` and
-``tf.scan``/``tf.foldl``/``tf.foldr`` take the user's functions (lambdas, nested ``def``s, user
-functions and methods, partials of them) and call them while they build their branch and loop
-graphs. janus hands them a ``Handed`` callable instead: when TF calls it, the interpreter converts
-the function's body into the graph TF is building, so no user code runs.
+``tf.while_loop(cond, body, loop_vars)``, ``tf.switch_case(i, branches)``,
+``tf.scan``/``tf.foldl``/``tf.foldr`` and an optimizer's ``minimize(loss_fn, var_list)`` take the
+user's functions (lambdas, nested ``def``s, user functions and methods, partials of them) and call
+them while they build their branch and loop graphs. janus hands them a ``Handed`` callable instead:
+when TF calls it, the interpreter converts the function's body into the graph TF is building, so no
+user code runs. ``tf.cond`` on a Python bool calls only the function eager calls, as eager does.
 
 Eager runs the branch it takes, and the body once per iteration, as Python; TF traces every
 branch, and the body once. So, as in janus's own ``tf.cond``, whatever the function would do to
@@ -16,6 +17,8 @@ function can see), and so is anything eager and the graph would answer different
 - ``tf.while_loop`` variables that are not tensors (eager runs the loop on Python numbers) and a
   body that returns another structure than ``loop_vars`` (eager's result takes the body's);
 - a function TF did not call while building (``tf.py_function`` calls it when the graph runs);
+- the result of ``minimize`` used (eager's is None, a graph's an op), a v1 ``minimize`` of a
+  tensor (eager raises);
 - any other library call handed a function: janus does not know when it would call it.
 """
 
@@ -24,10 +27,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import types
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import gast
+import numpy as np
 import tensorflow as tf
 
 from janus.graphgen.errors import NotConvertible
@@ -49,6 +54,10 @@ class _Contract:
     name: str  # as users write it
     results: dict[str, ResultCheck]  # parameter -> check of what its functions return
     arguments: Callable[[inspect.BoundArguments], str | None] = lambda bound: None
+    # The one function eager calls as plain Python, when the arguments decide it now (else None).
+    called_now: Callable[[inspect.BoundArguments], str | None] = lambda bound: None
+    statement_only: bool = False  # its result in eager is not what the graph gives: only unused
+    needs_function: bool = False  # without a function, eager and the graph take different paths
 
 
 def _leaves(value: object) -> list[object]:
@@ -80,6 +89,14 @@ def _same_structure(a: object, b: object) -> bool:
     return True
 
 
+def _branch_taken_now(bound: inspect.BoundArguments) -> str | None:
+    """``tf.cond(True, f, g)``: eager calls ``f`` alone and returns what it returns."""
+    pred = bound.arguments.get("pred")
+    if type(pred) in (bool, int) or isinstance(pred, np.bool_):
+        return "true_fn" if pred else "false_fn"
+    return None
+
+
 def _loop_vars(bound: inspect.BoundArguments) -> str | None:
     loop_vars = bound.arguments.get("loop_vars")
     if type(loop_vars) not in (list, tuple):
@@ -105,7 +122,7 @@ def _loop_body(result: object, bound: inspect.BoundArguments) -> str | None:
 def _contracts() -> tuple[tuple[object, _Contract], ...]:
     one = {"fn": _tensors}
     return (
-        (tf.cond, _Contract("tf.cond", {"true_fn": _tensors, "false_fn": _tensors})),
+        (tf.cond, _Contract("tf.cond", {"true_fn": _tensors, "false_fn": _tensors}, called_now=_branch_taken_now)),
         (tf.switch_case, _Contract("tf.switch_case", {"branch_fns": _tensors, "default": _tensors})),
         (tf.map_fn, _Contract("tf.map_fn", one)),
         (tf.scan, _Contract("tf.scan", one)),
@@ -115,8 +132,23 @@ def _contracts() -> tuple[tuple[object, _Contract], ...]:
     )
 
 
+_MINIMIZE = _Contract("minimize", {"loss": _tensors}, statement_only=True)
+_V1_MINIMIZE = dataclasses.replace(_MINIMIZE, needs_function=True)
+
+
 def _contract(callee: object) -> _Contract | None:
+    owner = getattr(callee, "__self__", None)
+    if getattr(callee, "__name__", "") == "minimize" and isinstance(callee, types.MethodType):
+        if purity.is_v1_optimizer(owner):
+            return _V1_MINIMIZE
+        return _MINIMIZE if type(owner).__module__.startswith("tf_keras.") else None
     return next((contract for api, contract in _contracts() if api is callee), None)
+
+
+def must_hand(callee: object) -> bool:
+    """A call that must go through ``call`` even without a function among its arguments."""
+    contract = _contract(callee)
+    return contract is not None and contract.needs_function
 
 
 def is_function(value: object) -> bool:
@@ -165,9 +197,17 @@ def _name_of(target: object) -> str:
 
 
 def call(
-    interp: Interpreter, frame: Frame, node: gast.AST, callee: object, args: list, kwargs: dict, loc: str
+    interp: Interpreter,
+    frame: Frame,
+    node: gast.AST,
+    callee: object,
+    args: list,
+    kwargs: dict,
+    loc: str,
+    statement: bool,
 ) -> object:
-    """``callee(*args, **kwargs)``, a TF API handed functions: each is converted when TF calls it."""
+    """``callee(*args, **kwargs)``, a TF API handed functions: each is converted when TF calls it.
+    ``statement``: the call's result is unused."""
     contract = _contract(callee)
     if contract is None:
         api = purity.qualified_name(callee)
@@ -179,6 +219,16 @@ def call(
         bound = inspect.signature(callee).bind(*args, **kwargs)
     except TypeError as err:
         raise NotConvertible(f"{api}() called with arguments it does not take: {err}", loc) from None
+    if contract.statement_only and not statement:
+        raise NotConvertible(f"the result of {api}() is used (eager's differs from a graph's)", loc)
+    if contract.needs_function and not any(holds_function(bound.arguments.get(p)) for p in contract.results):
+        raise NotConvertible(f"{api}() without a function (eager takes another path)", loc)
+    taken = contract.called_now(bound)
+    if taken is not None:  # eager calls it as plain Python, the other not at all
+        function = bound.arguments.get(taken)
+        if not callable(function) and not is_function(function):
+            raise NotConvertible(f"{api}() of a {taken} that is not a function", loc)
+        return interp.call(frame, node, function, [], {})
     why = contract.arguments(bound)
     if why is not None:
         raise NotConvertible(f"{api}(): {why}", loc)
@@ -213,7 +263,7 @@ def call(
         raise NotConvertible(f"{api}() did not call {', '.join(uncalled)} while the graph was built", loc)
     if any(fn.asserted for fn in handed):
         _order_after_assertions(interp, graph.get_operations()[first:], api, loc)
-    return result
+    return None if contract.statement_only else result
 
 
 def _replace_functions(value: object, hand: Callable[[object], Handed]) -> object:

@@ -1030,8 +1030,8 @@ class Interpreter:
             return self._defer(frame, node, verdict, callee, args, kwargs, statement)
         if verdict.effect is Effect.PURE:
             return self._call_pure(verdict, callee, args, kwargs, loc)
-        if handed.holds_function((args, kwargs)):  # tf.cond(p, lambda: ..., lambda: ...)
-            return handed.call(self, frame, node, callee, args, kwargs, loc)
+        if handed.holds_function((args, kwargs)) or handed.must_hand(callee):  # tf.cond(p, lambda: ..., ...)
+            return handed.call(self, frame, node, callee, args, kwargs, loc, statement)
         return self.call_graph_library(callee, args, kwargs, loc)
 
     def _super(self, frame: Frame, args: list, kwargs: dict, loc: str) -> super:
