@@ -707,9 +707,6 @@ def test_several_lambdas_on_one_continuation_line():
     run_differential(make, [(vec(i, 1.0), (i // 2) % 2 == 0) for i in range(12)], min_graph_calls=4)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="no graph: a lambda inside a multi-line dict literal: 'source cannot be parsed on its own'"
-)
 def test_lambdas_in_a_multi_line_dict_literal_picked_by_key():
     def make():
         activations = {
