@@ -304,3 +304,13 @@ def test_a_method_that_writes_an_attribute_in_a_tf_map_fn_runs_eagerly():
         return step, lambda: counter.calls
 
     refused(make, [(tf.fill([1 + i % 3, 2], float(i)),) for i in range(6)], "heap write inside")
+
+
+def test_a_refusal_inside_tf_map_fn_leaves_eager_s_variable_scope_as_it_was():
+    """tf.map_fn sets a caching device on the variable scope eager shares and unsets it only when the
+    function returns: after janus's refusal from inside it, eager still creates v1 optimizer slots."""
+    test_a_method_that_writes_an_attribute_in_a_tf_map_fn_runs_eagerly()
+    w = tf.Variable([1.0, 2.0])
+    opt = tf.compat.v1.train.MomentumOptimizer(0.1, momentum=0.9)
+    opt.minimize(lambda: tf.reduce_sum(w * w), var_list=[w])  # a slot made under a variable_scope
+    assert tf.compat.v1.get_variable_scope().caching_device is None

@@ -24,6 +24,7 @@ function can see), and so is anything eager and the graph would answer different
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -254,7 +255,8 @@ def call(
     graph = tf.compat.v1.get_default_graph()
     first = len(graph.get_operations())
     try:
-        result = interp.call_graph_library(callee, list(bound.args), dict(bound.kwargs), loc)
+        with _variable_scope_kept():
+            result = interp.call_graph_library(callee, list(bound.args), dict(bound.kwargs), loc)
     finally:
         for fn in handed:
             fn.active = False
@@ -264,6 +266,20 @@ def call(
     if any(fn.asserted for fn in handed):
         _order_after_assertions(interp, graph.get_operations()[first:], api, loc)
     return None if contract.statement_only else result
+
+
+@contextlib.contextmanager
+def _variable_scope_kept() -> Iterator[None]:
+    """tf.map_fn, tf.scan and tf.foldl/foldr set a caching device on the variable scope, which eager
+    shares, and unset it only when the function returns: a refusal raised from the function would
+    leave it set, and eager's next variable_scope (a v1 optimizer's slots) would fail."""
+    scope = tf.compat.v1.get_variable_scope()
+    caching_device = scope.caching_device
+    try:
+        yield
+    except BaseException:
+        scope._caching_device = caching_device  # noqa: SLF001 - set_caching_device refuses in eager
+        raise
 
 
 def _replace_functions(value: object, hand: Callable[[object], Handed]) -> object:
