@@ -407,9 +407,6 @@ def test_iterating_a_dataset_held_by_a_closure_inside_the_step():
 # 10. nonlocal: a counter in a nested def, and a closure counter bumped by the jitted function.
 
 
-@pytest.mark.xfail(
-    strict=True, reason="no graph: conversion fails with `name 'applied' is not defined` on the nested def's nonlocal"
-)
 def test_a_nonlocal_counter_in_a_nested_def_inside_the_step():
     def make():
         def step(x):
@@ -555,10 +552,6 @@ def test_keras_blocks_in_a_list_attribute_of_a_layer_called_from_a_step():
 # 13. Lambdas and nested functions handed to TF APIs inside the step.
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="no graph: tf.cond gets janus's converted lambdas, which are not callable ('true_fn' must be callable)",
-)
 def test_lambdas_handed_to_tf_cond():
     def make():
         def step(x, threshold):
@@ -572,10 +565,6 @@ def test_lambdas_handed_to_tf_cond():
     run_differential(make, calls, min_graph_calls=3)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="no graph: tf.map_fn fails on janus's converted lambda ('LocalFunction' object has no attribute '__name__')",
-)
 def test_a_lambda_handed_to_tf_map_fn():
     def make():
         def step(x):
@@ -586,10 +575,6 @@ def test_a_lambda_handed_to_tf_map_fn():
     run_differential(make, [(tf.fill([2 + i % 2, 3], float(i)),) for i in range(8)], min_graph_calls=3)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="no graph: Keras 2 minimize gets a LocalFunction (wants a tape); v1 minimize (Keras 3) is not allow-listed",
-)
 @pytest.mark.keras
 def test_optimizer_minimize_with_a_nested_loss_fn():
     def make():
@@ -625,10 +610,6 @@ class Head:
         return self.project(x)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="no graph: `[tf.shape(x)[0]] + [self.units, 2]`, units differing per instance: 'operator on a user object'",
-)
 @pytest.mark.parametrize("how", ["method", "__call__"])
 def test_a_reshape_list_built_from_self_units_shared_by_instances(how):
     def make():
@@ -651,7 +632,6 @@ def my_gelu(t):
     return 0.5 * t * (1.0 + tf.tanh(0.7978845608 * (t + 0.044715 * t**3)))
 
 
-@pytest.mark.xfail(strict=True, reason="no graph: builtin super() is not converted in the Dense subclass's call")
 @pytest.mark.keras
 def test_a_dense_subclass_calling_super_call():
     class ScaledDense(keras.layers.Dense):
@@ -710,9 +690,6 @@ def test_several_lambdas_on_one_continuation_line():
     run_differential(make, [(vec(i, 1.0), (i // 2) % 2 == 0) for i in range(12)], min_graph_calls=4)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="no graph: a lambda inside a multi-line dict literal: 'source cannot be parsed on its own'"
-)
 def test_lambdas_in_a_multi_line_dict_literal_picked_by_key():
     def make():
         activations = {

@@ -36,6 +36,7 @@ from janus.graphgen.touches import TouchCounters
 from janus.graphgen.values import is_plain, is_symbolic, is_user_object
 from janus.ops import heap_ops, janus_assert, pyheap
 from janus.profiler.profile import Profile
+from janus.source import purity
 from janus.source.library import is_library_class, is_library_code, is_library_object
 
 _assumption_ids = itertools.count(1)
@@ -117,8 +118,9 @@ class GenerationContext:
         self.guards.add(key, expr, description, loc)
 
     def guard_keras_state(self, obj: object, loc: str) -> None:
-        """A Keras object read from a path: the layers within it and their settings are re-checked."""
-        if not keras_layers.is_keras_object(obj) or id(obj) in self._keras_guarded:
+        """A Keras object (or v1 optimizer) read from a path: the layers within it and their settings
+        are re-checked."""
+        if not (keras_layers.is_keras_object(obj) or purity.is_v1_optimizer(obj)) or id(obj) in self._keras_guarded:
             return
         path = self._paths.get(id(obj))
         if path is None:
@@ -646,6 +648,8 @@ class GenerationContext:
     def read_attribute(self, base: object, attr: str, loc: str, profiled: tuple | None = None) -> object:
         if isinstance(base, PyObjectRef):
             return self.heap_get_attr(base, attr, loc)
+        if type(base) is super:
+            return self._read_super_attribute(base, attr, loc)
         if is_symbolic(base):
             if attr == "numpy":
                 raise NotConvertible("Tensor.numpy() needs a concrete value", loc, kind="tensor value")
@@ -693,6 +697,17 @@ class GenerationContext:
                 self._keep.append(value)
             return value
         return self._read_user_attribute(base, cls, attr, path, loc, profiled)
+
+    def _read_super_attribute(self, proxy: super, attr: str, loc: str) -> object:
+        """``super().attr``: the method of the next class in the MRO that defines ``attr``, guarded
+        to stay the one found there."""
+        owner, found = super_lookup(proxy.__thisclass__, proxy.__self_class__, attr)
+        if not isinstance(found, types.FunctionType):
+            raise NotConvertible(f"super().{attr} is not a plain method", loc)
+        lookup = f"{self.const(super_lookup)}({self.const(proxy.__thisclass__)}, {self.const(proxy.__self_class__)}"
+        expr = f"{lookup}, {attr!r})[1] is {self.const(found)}"
+        self.guard(f"super().{attr}@{loc}", expr, f"super().{attr} is {owner.__qualname__}.{attr}", loc)
+        return types.MethodType(found, proxy.__self__)
 
     def _read_user_attribute(
         self, base: object, cls: type, attr: str, path: str | None, loc: str, profiled: tuple | None
@@ -909,6 +924,15 @@ def _is_dict(value: object) -> bool:
 
 def _is_tracking(cls: type) -> bool:
     return (cls.__module__ or "").split(".")[0] in ("tensorflow", "keras", "tf_keras")
+
+
+def super_lookup(start: type, cls: type, attr: str) -> tuple[type | None, object]:
+    """The class after ``start`` in ``cls``'s MRO that defines ``attr``, and its raw value there."""
+    mro = cls.__mro__
+    for klass in mro[mro.index(start) + 1 :] if start in mro else ():
+        if attr in vars(klass):
+            return klass, vars(klass)[attr]
+    return None, _MISSING
 
 
 def snapshot(value: object) -> object:

@@ -227,14 +227,14 @@ def convert_cond(
     truth = _truth(predicate)
     templates: list[object] = []
     had_assertions: list[bool] = []
-    saved = _snapshot_containers(frame)
+    saved = _snapshot_containers(interp, frame)
     promote = False  # set for a second try: Python numbers that differ between branches become tensors
 
     def branch(block: list) -> Callable[[], list]:
         def run() -> list:
             scope = interp.scope(frame)
             tensors: list = []
-            with interp.ctx.nested_graph() as asserts:
+            with interp.live(scope), interp.ctx.nested_graph() as asserts:
                 if returns:
                     result = interp.run_block_for_return(scope, block + rest, tail, loc)
                     templates.append(flatten(_promoted(result) if promote else result, tensors))
@@ -297,8 +297,8 @@ def convert_select(
     def branch(make: Callable[[Frame], object]) -> Callable[[], list]:
         def run() -> list:
             tensors: list = []
-            with interp.ctx.nested_graph() as asserts:
-                value = make(interp.scope(frame))
+            with interp.live(interp.scope(frame)) as scope, interp.ctx.nested_graph() as asserts:
+                value = make(scope)
                 templates.append(flatten(_promoted(value) if promote else value, tensors))
                 had_assertions.append(bool(asserts))
             tensors.append(tf.constant(True))
@@ -359,9 +359,9 @@ def _truth(value: tf.Tensor) -> tf.Tensor:
     return tf.cast(tf.reshape(value, []), tf.bool)
 
 
-def _snapshot_containers(frame: Frame) -> list[tuple[object, object]]:
+def _snapshot_containers(interp: Interpreter, frame: Frame) -> list[tuple[object, object]]:
     saved = []
-    for value in frame.locals.values():
+    for value in interp.visible_values(frame):  # a local function's free variables too
         if type(value) is list:
             saved.append((value, list(value)))
         elif type(value) is dict:
@@ -490,7 +490,8 @@ def convert_loop(interp: Interpreter, frame: Frame, node: gast.For | gast.While,
         trial_vars = [tf.compat.v1.placeholder(t.dtype, t.shape) for t in entry_tensors]
         recorders = [_ListRecorder() for _ in lists]
         scope = make_scope(trial_index, trial_state, unflatten(entry_template, trial_vars), recorders)
-        interp.exec_block(scope, node.body)
+        with interp.live(scope):
+            interp.exec_block(scope, node.body)
         trial_after, trial_lists = body_results(scope)
         # With at least one iteration, `total = 0.0; total += t` carries a tensor of t's dtype (where
         # the count is known only at run time, a JanusAssert checks that there is one).
@@ -532,7 +533,7 @@ def convert_loop(interp: Interpreter, frame: Frame, node: gast.For | gast.While,
         if source is not None:
             return source.has_next(state_flat)
         scope = make_scope(index, [], unflatten(entry_template, vars_flat), unflatten(list_template, lists_flat))
-        with interp.ctx.nested_graph() as asserts:
+        with interp.live(scope), interp.ctx.nested_graph() as asserts:
             test = interp.eval(scope, node.test)
             if isinstance(test, PyNumber):
                 test = test.tensor
@@ -546,7 +547,7 @@ def convert_loop(interp: Interpreter, frame: Frame, node: gast.For | gast.While,
         scope = make_scope(
             index, state_flat, unflatten(entry_template, vars_flat), unflatten(list_template, lists_flat)
         )  # fmt: skip
-        with interp.ctx.nested_graph() as asserts:
+        with interp.live(scope), interp.ctx.nested_graph() as asserts:
             interp.exec_block(scope, node.body)
             values, list_values = body_results(scope)
             out: list = []

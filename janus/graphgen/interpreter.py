@@ -12,6 +12,7 @@ JanusAssert (checked inside the graph), both through the ``GenerationContext``.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -27,7 +28,7 @@ from tensorflow.python.framework.ops import EagerTensor
 from janus import distributed
 from janus.config import config
 from janus.executor.replay import CallSite
-from janus.graphgen import control_flow, datasets, effects, keras_layers, pynumber, recursion, sandbox
+from janus.graphgen import control_flow, datasets, effects, handed, keras_layers, pynumber, recursion, sandbox
 from janus.graphgen.context import NOT_LOGGED, READ_ONLY_METHODS, GenerationContext, LateRead, snapshot
 from janus.graphgen.control_flow import SymbolicRange, TensorList, escapes
 from janus.graphgen.errors import NeedsStaticShape, NotConvertible, RaisesHere
@@ -131,13 +132,21 @@ class _Continue(Exception):
 
 @dataclasses.dataclass
 class Frame:
-    """One activation of converted user code."""
+    """One activation of converted user code, or a scope copied from one for a branch or loop body.
+
+    A local function's frame holds only the names it binds: its free variables (and the names it
+    declares ``nonlocal``) are looked up when read, in the enclosing function's activation where
+    it is at that moment (``Interpreter.binder``).
+    """
 
     code: types.CodeType
     func_globals: dict
     cells: dict[str, types.CellType]
     locals: dict[str, object]
     declared: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> "global"/"nonlocal"
+    function: LocalFunction | None = None  # the local function whose body runs here
+    region: int = 0  # ctx.region_depth where the activation began: `nonlocal` writes come only from there
+    activation: object = dataclasses.field(default_factory=object)  # shared by the scopes copied from it
 
 
 @dataclasses.dataclass(eq=False)
@@ -145,9 +154,9 @@ class LocalFunction:
     """A ``def`` or ``lambda`` evaluated inside converted code: callable by inlining."""
 
     node: gast.AST
-    frame: Frame
-    defaults: list
-    kw_defaults: list
+    frame: Frame = dataclasses.field(repr=False)
+    defaults: list = dataclasses.field(repr=False)
+    kw_defaults: list = dataclasses.field(repr=False)
 
     def __repr__(self) -> str:  # not the frame's globals: it ends up in refusal messages
         name = getattr(self.node, "name", "<lambda>")
@@ -160,6 +169,7 @@ class Interpreter:
         self.stack: list[types.CodeType] = []
         self._local_iterators: set[int] = set()  # iterators made by this conversion: next() is safe
         self._keep: list[object] = []  # keeps them alive so their ids stay unique
+        self._live: dict[int, Frame] = {}  # id(activation) -> the branch or loop scope it runs in now
 
     # ----------------------------------------------------------------- entry points
     def call_function(self, func: types.FunctionType, args: list, kwargs: dict) -> object:
@@ -192,7 +202,7 @@ class Interpreter:
             raise NotConvertible("call chain too deep to inline", location(code))
         node = function_ast(code)
         cells = dict(zip(code.co_freevars, func.__closure__ or ()))
-        frame = Frame(code, func.__globals__, cells, dict(arguments))
+        frame = Frame(code, func.__globals__, cells, dict(arguments), region=self.ctx.region_depth)
         return self._run_body(frame, node.body)
 
     def _run_body(self, frame: Frame, body: list) -> object:
@@ -217,7 +227,47 @@ class Interpreter:
 
     def scope(self, frame: Frame) -> Frame:
         """A copy of ``frame`` for a branch or loop body traced into its own graph."""
-        return Frame(frame.code, frame.func_globals, frame.cells, dict(frame.locals), frame.declared)
+        return dataclasses.replace(frame, locals=dict(frame.locals))
+
+    @contextlib.contextmanager
+    def live(self, scope: Frame) -> Iterator[Frame]:
+        """Runs code in ``scope``: local functions of its activation read their free variables there."""
+        key = id(scope.activation)
+        previous = self._live.get(key)
+        self._live[key] = scope
+        try:
+            yield scope
+        finally:
+            if previous is None:
+                del self._live[key]
+            else:
+                self._live[key] = previous
+
+    def _enclosing(self, frame: Frame) -> Frame | None:
+        """Where the function that ``frame``'s local function was defined in is running now."""
+        if frame.function is None:
+            return None
+        defined_in = frame.function.frame
+        return self._live.get(id(defined_in.activation), defined_in)
+
+    def binder(self, frame: Frame, name: str) -> Frame:
+        """The frame whose variable ``name`` is: ``frame``, or for a free variable (or one declared
+        ``nonlocal``) of a local function, the innermost enclosing function's that binds it."""
+        while frame.function is not None:
+            declared = frame.declared.get(name)
+            if declared == "global":
+                return frame
+            if declared is None and (name in frame.locals or name in bound_names(frame.function.node)):
+                return frame
+            frame = self._enclosing(frame)
+        return frame
+
+    def visible_values(self, frame: Frame) -> Iterator[object]:
+        """The values of the variables ``frame``'s code can see by name (enclosing functions' too)."""
+        scope: Frame | None = frame
+        while scope is not None:
+            yield from scope.locals.values()
+            scope = self._enclosing(scope)
 
     def run_block_for_return(self, frame: Frame, body: list, tail: bool, loc: str) -> object:
         """Runs a block that must end the function; its return value (None at the function's end)."""
@@ -582,13 +632,19 @@ class Interpreter:
             raise NotConvertible(f"assignment to {type(target).__name__}", self.loc(frame, target))
 
     def _store_name(self, frame: Frame, name: str, value: object, loc: str) -> None:
-        scope = frame.declared.get(name)
+        if name not in frame.declared:
+            frame.locals[name] = value
+            return
+        binder = self.binder(frame, name)
+        scope = binder.declared.get(name)
         if scope == "global":
             self.ctx.write_global(frame.func_globals, name, value, loc)
         elif scope == "nonlocal":
             self.ctx.write_cell(frame.cells[name], value, loc)
+        elif binder.region != self.ctx.region_depth:  # eager writes once, as the branch or iteration runs
+            raise NotConvertible(f"`nonlocal {name}` written inside tensor-dependent control flow", loc)
         else:
-            frame.locals[name] = value
+            binder.locals[name] = value  # a local function's `nonlocal`: the enclosing function's variable
 
     def _store_item(self, container: object, key: object, value: object, loc: str) -> None:
         if isinstance(container, HeapList) and isinstance(key, PyNumber) and key.type is int:
@@ -634,9 +690,14 @@ class Interpreter:
         name = node.id
         if name in frame.locals and name not in frame.declared:
             return frame.locals[name]
-        if (name in frame.code.co_varnames or name in frame.code.co_cellvars) and name not in frame.declared:
-            raise NotConvertible(f"local {name!r} may be read before assignment", self.loc(frame, node))
         loc = self.loc(frame, node)
+        frame = self.binder(frame, name)
+        if name in frame.locals and name not in frame.declared:
+            return frame.locals[name]
+        if frame.function is not None and name not in frame.declared:
+            raise NotConvertible(f"local {name!r} of a local function may be read before assignment", loc)
+        if (name in frame.code.co_varnames or name in frame.code.co_cellvars) and name not in frame.declared:
+            raise NotConvertible(f"local {name!r} may be read before assignment", loc)
         if name in frame.cells:
             cell = frame.cells[name]
             written = self.ctx.heap_value(cell, "cell_contents")
@@ -884,7 +945,7 @@ class Interpreter:
         return self._formatted(functools.partial(join_fstring, tuple(layout)), values, {}, self.loc(frame, node))
 
     def _comprehension(self, frame: Frame, node: gast.AST, produce: Callable[[Frame], None]) -> None:
-        scope = Frame(frame.code, frame.func_globals, frame.cells, dict(frame.locals))
+        scope = _comprehension_scope(frame, node)
 
         def loop(generators: list) -> None:
             if not generators:
@@ -917,7 +978,7 @@ class Interpreter:
     def _expr_GeneratorExp(self, frame: Frame, node: gast.GeneratorExp) -> Iterator[object]:
         """Lazy, as in Python: each item is converted when the consumer asks for it, so ``any()``
         stops early and the side effects of the items it never reached do not happen."""
-        scope = Frame(frame.code, frame.func_globals, frame.cells, dict(frame.locals))
+        scope = _comprehension_scope(frame, node)
         first = node.generators[0]
         outer = self.iterate(scope, first, self.eval(scope, first.iter))  # evaluated at once, as in Python
 
@@ -975,6 +1036,8 @@ class Interpreter:
             return self.call(frame, node, callee.func, [*callee.args, *args], {**callee.keywords, **kwargs}, statement)
         if isinstance(callee, Formatted) or _is_value_kind(callee):
             raise NotConvertible(f"call of a {type(callee).__name__} value", loc)
+        if callee is super:
+            return self._super(frame, args, kwargs, loc)
         wrapped = getattr(callee, "__wrapped__", None)
         if wrapped is not None and is_user_function(inspect.unwrap(callee)) and not is_user_function(callee):
             raise NotConvertible(f"library wrapper around user function {wrapped.__qualname__}", loc)
@@ -999,7 +1062,7 @@ class Interpreter:
             return self.call_function(call_impl, [callee, *args], kwargs)
         if keras_layers.is_keras_layer(callee):
             return self._call_keras_layer(callee, args, kwargs, loc)
-        if not is_library_object(callee):
+        if not is_library_object(callee) and not keras_layers.is_library_call_of_layer(callee):
             kind = "class" if isinstance(callee, type) else type(callee).__name__
             raise NotConvertible(f"call of user {kind} {getattr(callee, '__qualname__', '')}".rstrip(), loc)
         verdict = purity.classify(callee)
@@ -1011,7 +1074,24 @@ class Interpreter:
             return self._defer(frame, node, verdict, callee, args, kwargs, statement)
         if verdict.effect is Effect.PURE:
             return self._call_pure(verdict, callee, args, kwargs, loc)
-        return self._call_graph_library(callee, args, kwargs, loc)
+        if handed.holds_function((args, kwargs)) or handed.must_hand(callee):  # tf.cond(p, lambda: ..., ...)
+            return handed.call(self, frame, node, callee, args, kwargs, loc, statement)
+        return self.call_graph_library(callee, args, kwargs, loc)
+
+    def _super(self, frame: Frame, args: list, kwargs: dict, loc: str) -> super:
+        """``super()`` in a method: its class (the ``__class__`` cell) and first argument, as Python finds them."""
+        if not args and not kwargs:
+            cell = frame.cells.get("__class__")
+            first = frame.code.co_varnames[0] if frame.code.co_argcount else None
+            if frame.function is not None or cell is None or first not in frame.locals:
+                raise NotConvertible("super() without arguments outside the body of a method", loc)
+            args = [cell.cell_contents, frame.locals[first]]
+        if kwargs or len(args) != 2 or not isinstance(args[0], type) or not _holds_user_object(args[1]):
+            raise NotConvertible("super() of other than a class and a user object", loc)
+        try:
+            return super(*args)
+        except TypeError as err:  # eager raises it too
+            raise NotConvertible(f"super() raises TypeError in eager: {err}", loc) from None
 
     def _defer(
         self, frame: Frame, node: gast.AST, verdict: purity.Verdict, callee: object, args: list, kwargs: dict,
@@ -1077,7 +1157,7 @@ class Interpreter:
             raise NotConvertible(f"formatting raises {type(err).__name__} in eager: {err}", loc) from None
         return formatted
 
-    def _call_graph_library(self, callee: object, args: list, kwargs: dict, loc: str) -> object:
+    def call_graph_library(self, callee: object, args: list, kwargs: dict, loc: str) -> object:
         """TensorFlow/Keras on symbolic tensors, in the sandbox that refuses user code."""
         self.ctx.guard_keras_state(getattr(callee, "__self__", callee), loc)  # opt.apply_gradients, loss_fn(...)
         if purity.implementation_module(callee).startswith(("keras.", "tf_keras.")):
@@ -1103,6 +1183,8 @@ class Interpreter:
 
     def _call_keras_layer(self, layer: object, args: list, kwargs: dict, loc: str) -> object:
         """Keras's ``__call__`` runs; the ``call`` of every user layer within is converted."""
+        if handed.holds_function((args, kwargs)):
+            raise NotConvertible(f"a function handed to Keras layer {type(layer).__name__}", loc)
         self.ctx.guard_keras_state(layer, loc)
         args = [tf.convert_to_tensor(v) if isinstance(v, NumpyArray) else v for v in args]  # as Keras converts
         args = [self._library_value(v, loc) for v in args]
@@ -1244,6 +1326,19 @@ class Interpreter:
         kw_defaults = [_NO_DEFAULT if d is None else self.eval(frame, d) for d in node.args.kw_defaults]
         return LocalFunction(node, frame, defaults, kw_defaults)
 
+    def closure_values(self, target: object) -> Iterator[object]:
+        """What a function can reach without reading the heap: its defaults, a partial's arguments,
+        and for a local function the variables of the functions enclosing it, as they are now."""
+        if isinstance(target, functools.partial):
+            yield from (*target.args, *target.keywords.values())
+            yield from self.closure_values(target.func)
+        elif isinstance(target, LocalFunction):
+            yield from (*target.defaults, *(d for d in target.kw_defaults if d is not _NO_DEFAULT))
+            yield from self.visible_values(self._live.get(id(target.frame.activation), target.frame))
+        else:
+            func = getattr(target, "__func__", target)
+            yield from (*(func.__defaults__ or ()), *(func.__kwdefaults__ or {}).values())
+
     def _call_local(self, fn: LocalFunction, args: list, kwargs: dict) -> object:
         """A nested ``def`` or ``lambda``: positional, keyword and keyword-only arguments, defaults."""
         spec = fn.node.args
@@ -1266,8 +1361,7 @@ class Interpreter:
                 if name not in defaults:
                     raise NotConvertible(f"local function called without argument {name!r}", loc)
                 bound[name] = defaults[name]
-        scope = Frame(fn.frame.code, fn.frame.func_globals, fn.frame.cells, dict(fn.frame.locals))
-        scope.locals.update(bound)
+        scope = Frame(fn.frame.code, fn.frame.func_globals, fn.frame.cells, bound, {}, fn, self.ctx.region_depth)
         if isinstance(fn.node, gast.Lambda):
             return self.eval(scope, fn.node.body)
         return self._run_body(scope, fn.node.body)
@@ -1288,6 +1382,8 @@ class Interpreter:
             return Formatted(operator.add, tuple(operands))  # "loss: " + str(loss)
         if any(isinstance(v, Formatted) or _is_value_kind(v) for v in operands):
             raise NotConvertible("an operator on text or a value known only after the graph ran", loc)
+        if _joins_sequences(op, operands):
+            return op(*operands)  # `[n] + [self.units, 2]`: Python's own, the items are not looked at
         if pynumber.involves(operands):
             return pynumber.operate(op, operands, lambda d: self.ctx.assert_nonzero(d, loc), loc)
         if all(is_plain(v) for v in operands):
@@ -1396,6 +1492,48 @@ def _holds_user_object(value: object) -> bool:
     if type(value) is dict:
         return any(_holds_user_object(k) or _holds_user_object(v) for k, v in value.items())
     return not isinstance(value, (LocalFunction, type)) and is_user_object(value)
+
+
+def _joins_sequences(op: Callable, operands: tuple) -> bool:
+    """``+`` of two lists (or two tuples), or one repeated a constant number of times."""
+    kinds = [type(v) for v in operands]
+    if op in (operator.add, operator.iadd):
+        return kinds in ([list, list], [tuple, tuple])
+    if op in (operator.mul, operator.imul):
+        return kinds in ([list, int], [tuple, int]) or op is operator.mul and kinds in ([int, list], [int, tuple])
+    return False
+
+
+def _comprehension_scope(frame: Frame, node: gast.AST) -> Frame:
+    """A comprehension's own scope: its targets are its own variables, whatever the function declares."""
+    targets = control_flow.assigned_names([gen.target for gen in node.generators])
+    declared = {name: scope for name, scope in frame.declared.items() if name not in targets}
+    return dataclasses.replace(frame, locals=dict(frame.locals), declared=declared)
+
+
+@functools.cache
+def bound_names(node: gast.AST) -> frozenset[str]:
+    """The variables of a ``def`` or ``lambda``: its parameters and the names it assigns, less the
+    names it declares ``global`` or ``nonlocal``."""
+    args = node.args
+    params = {a.id for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a}
+    body = [node.body] if isinstance(node, gast.Lambda) else node.body
+    declared = {
+        name
+        for stmt in body
+        for child in _same_scope_nodes(stmt)
+        if isinstance(child, (gast.Global, gast.Nonlocal))
+        for name in child.names
+    }
+    return frozenset(params | (control_flow.assigned_names(body) - declared))
+
+
+def _same_scope_nodes(node: gast.AST) -> Iterator[gast.AST]:
+    """``node`` and the nodes within it that are not in a nested function, lambda or class."""
+    yield node
+    for child in gast.iter_child_nodes(node):
+        if not isinstance(child, (gast.FunctionDef, gast.Lambda, gast.ClassDef)):
+            yield from _same_scope_nodes(child)
 
 
 def _mangled(code: types.CodeType, attr: str) -> str:

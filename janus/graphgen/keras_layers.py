@@ -29,6 +29,18 @@ def is_keras_layer(obj: object) -> bool:
     return any(k.__name__ == "Layer" and k.__module__.split(".")[0] in ("keras", "tf_keras") for k in type(obj).__mro__)
 
 
+def is_library_call_of_layer(callee: object) -> bool:
+    """``super().call`` in a user layer: a Keras layer class's own ``call``, bound to the user's layer.
+    It runs as Keras's ``__call__`` would run it (the user's overrides it reaches are refused)."""
+    func = getattr(callee, "__func__", None)
+    return (
+        isinstance(callee, types.MethodType)
+        and func.__name__ == "call"
+        and is_library_code(func.__code__)
+        and is_keras_layer(callee.__self__)
+    )
+
+
 def is_keras_object(obj: object) -> bool:
     """A Keras layer, model, optimizer, loss or metric (Keras 3 or tf_keras)."""
     module = type(obj).__module__ or ""

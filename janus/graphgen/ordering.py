@@ -31,6 +31,10 @@ def _call_local(op: tf.Operation) -> bool:
     return getattr(op, "_janus_call_local", False)
 
 
+def is_control_flow(op: tf.Operation) -> bool:
+    return op.type in _CONTROL_FLOW
+
+
 def is_state_write(op: tf.Operation) -> bool:
     """TF state updates, prints, and Horovod collectives: what must wait for every assertion."""
     if op.type.startswith("Horovod"):

@@ -17,8 +17,10 @@ from janus.graphgen.errors import NotConvertible
 def function_ast(code: types.CodeType) -> gast.FunctionDef:
     """The gast ``FunctionDef`` of ``code``, with line numbers as in its file.
 
-    A lambda is found among the lambdas of its source line by its parameter names, and
-    returned as the equivalent ``def`` (``return <body>``).
+    A lambda is found among the lambdas of its source line by its parameter names (and, where
+    several share them, by the columns its code comes from), and returned as the equivalent ``def``
+    (``return <body>``). A lambda whose lines do not parse on their own (an item of a dict literal
+    that spans lines) is found in its whole file.
     """
     try:
         lines, first = inspect.getsourcelines(code)
@@ -31,20 +33,39 @@ def function_ast(code: types.CodeType) -> gast.FunctionDef:
     try:
         tree = gast.parse(textwrap.dedent("".join(lines)))
     except (SyntaxError, ValueError):
+        if code.co_name == "<lambda>":
+            return _lambda_def(_file_tree(code), code, exact_columns=True)
         raise NotConvertible("source cannot be parsed on its own", location(code)) from None
     for node in gast.walk(tree):
         for attr in ("lineno", "end_lineno"):
             if getattr(node, attr, None) is not None:
                 setattr(node, attr, getattr(node, attr) + first - 1)
     if code.co_name == "<lambda>":
-        return _lambda_def(tree, code)
+        try:
+            return _lambda_def(tree, code)
+        except NotConvertible:  # several alike on the line: the file's columns tell them apart
+            return _lambda_def(_file_tree(code), code, exact_columns=True)
     node = tree.body[0]
     if not isinstance(node, gast.FunctionDef):
         raise NotConvertible(f"unsupported definition {type(node).__name__}", location(code))
     return node
 
 
-def _lambda_def(tree: gast.AST, code: types.CodeType) -> gast.FunctionDef:
+def _file_tree(code: types.CodeType) -> gast.AST:
+    """The gast tree of the whole file ``code`` comes from (line numbers and columns as in it)."""
+    try:
+        lines, _ = inspect.findsource(code)
+        return _parsed("".join(lines))
+    except (OSError, TypeError, SyntaxError, ValueError, UnicodeDecodeError, tokenize.TokenError):
+        raise NotConvertible("source cannot be parsed on its own", location(code)) from None
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(text: str) -> gast.AST:
+    return gast.parse(text)
+
+
+def _lambda_def(tree: gast.AST, code: types.CodeType, exact_columns: bool = False) -> gast.FunctionDef:
     params = list(code.co_varnames[: code.co_argcount + code.co_kwonlyargcount])
     candidates = [
         n
@@ -53,6 +74,8 @@ def _lambda_def(tree: gast.AST, code: types.CodeType) -> gast.FunctionDef:
         and n.lineno == code.co_firstlineno
         and [a.id for a in n.args.args + n.args.kwonlyargs] == params
     ]
+    if len(candidates) > 1 and exact_columns:
+        candidates = [n for n in candidates if _holds_positions(n.body, code)]
     if len(candidates) != 1:
         raise NotConvertible("lambda cannot be told apart from others on its line", location(code))
     node = candidates[0]
@@ -62,6 +85,14 @@ def _lambda_def(tree: gast.AST, code: types.CodeType) -> gast.FunctionDef:
                          type_comment=None, type_params=[]),
         node,
     )  # fmt: skip
+
+
+def _holds_positions(node: gast.AST, code: types.CodeType) -> bool:
+    """Whether every source position of ``code``'s instructions lies within ``node``."""
+    start, end = (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset)
+    spans = [(p[0], p[2], p[1], p[3]) for p in code.co_positions() if None not in p]
+    positions = [s for s in spans if s[:2] != s[2:]]  # empty spans (the frame's own setup) say nothing
+    return bool(positions) and all(start <= (a, b) and (c, d) <= end for a, b, c, d in positions)
 
 
 def location(code: types.CodeType, node: gast.AST | None = None) -> str:

@@ -109,6 +109,11 @@ _NUMPY_PURE = frozenset(
     }
 )  # fmt: skip
 _BUILTIN_VALUE_TYPES = (str, bytes, int, float, complex, bool, tuple, list, dict, set, frozenset, range, slice)
+# tf.compat.v1.train optimizers whose minimize(loss_fn) is graph ops on the same path as eager's (a tape
+# around loss_fn, then resource updates); their Python settings are guarded like a Keras object's.
+_V1_OPTIMIZER_MODULES = frozenset(
+    {"tensorflow.python.training.gradient_descent", "tensorflow.python.training.momentum"}
+)
 
 
 def qualified_name(callee: object) -> str:
@@ -174,6 +179,8 @@ def classify(callee: object) -> Verdict:
         if short in MATERIALIZING and _is_tensor_like(owner):
             return _refused(name, f"{name}() reads a tensor's value into Python")
     owner = getattr(callee, "__self__", None)
+    if short == "minimize" and is_v1_optimizer(owner):
+        return Verdict(Effect.GRAPH, name)  # only with a loss function, as a statement (janus.graphgen.handed)
     if isinstance(owner, (list, dict, set)) and not isinstance(owner, type):
         return Verdict(Effect.PURE, name)  # a container's method, library subclasses too (TrackedList)
     if module.startswith("janus."):
@@ -195,6 +202,11 @@ def classify(callee: object) -> Verdict:
     if isinstance(callee, types.BuiltinMethodType) and type(owner) in _BUILTIN_VALUE_TYPES:
         return Verdict(Effect.PURE, name)
     return _refused(name)
+
+
+def is_v1_optimizer(obj: object) -> bool:
+    """A ``tf.compat.v1.train`` optimizer of a class janus knows (not a user subclass)."""
+    return type(obj).__module__ in _V1_OPTIMIZER_MODULES
 
 
 def _is_logging_call(callee: object) -> bool:
