@@ -120,3 +120,29 @@ def test_a_user_layer_keeping_a_user_function_in_an_attribute_is_served():
 
     jitted = run_differential(make, [(tf.fill([2, 2], 0.3 * i - 0.5),) for i in range(10)], min_graph_calls=6)
     assert janus.stats(jitted)["graphs_built"] == 1
+
+
+def test_logging_every_n_steps_serves_the_other_steps_from_graphs():
+    """`if self.step % 5 == 0: print(...); self.history.append(loss)`: a tf.cond cannot hold the
+    effects, so the common side is speculated and the logging steps run eagerly."""
+
+    class Trainer:
+        def __init__(self):
+            self.w = tf.Variable([1.0, -2.0])
+            self.step, self.history = 0, []
+
+        def train_step(self, x):
+            loss = tf.reduce_sum(self.w * x)
+            self.w.assign_sub(0.1 * x)
+            self.step += 1
+            if self.step % 5 == 0:
+                print("step", self.step, "loss", loss)
+                self.history.append(loss)
+            return loss
+
+    def make():
+        trainer = Trainer()
+        return trainer.train_step, lambda: (trainer.step, trainer.w, list(trainer.history))
+
+    jitted = run_differential(make, [(tf.constant([0.1 * i, 1.0]),) for i in range(21)], min_graph_calls=10)
+    assert janus.stats(jitted)["graphs_built"] <= 3

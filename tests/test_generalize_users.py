@@ -143,14 +143,7 @@ class Trainer:
     "method",
     [
         "train_step",
-        pytest.param(
-            "train_step_logging_every_4",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="no graph: self.step is relaxed to a tensor; the append under `if self.step % 4 == 0:` "
-                "is a heap write under tensor control flow",
-            ),
-        ),
+        "train_step_logging_every_4",
     ],
 )
 def test_a_step_counter_attribute_incremented_by_the_step(method):

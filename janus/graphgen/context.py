@@ -825,6 +825,13 @@ class GenerationContext:
             return sequences[0][position]
         return None
 
+    def majority_branch(self, code: types.CodeType, node: gast.AST) -> bool | None:
+        """The outcome this ``if`` had most often while profiling (None if never evaluated)."""
+        outcomes = [o for seq in self.profile.branch_sequences(code, node.lineno) for o in seq]
+        if not outcomes:
+            return None
+        return sum(outcomes) * 2 > len(outcomes)
+
     def check(self, make_condition: Callable[[], tf.Tensor], key: str, what: str, loc: str) -> None:
         """Plants a JanusAssert on the scalar boolean ``make_condition()``."""
         assumption = Assumption(next(_assumption_ids), key, what, loc)

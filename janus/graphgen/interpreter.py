@@ -371,7 +371,18 @@ class Interpreter:
         if taken is None and _always_raises(node.body) != _always_raises(node.orelse):
             taken = not _always_raises(node.body)  # `if t: raise ...`: the raising side re-runs eagerly
         if taken is None:
-            return control_flow.convert_cond(self, frame, node, value, list(rest), tail)
+            saved = dict(frame.locals)
+            try:
+                with self.ctx.attempt():
+                    return control_flow.convert_cond(self, frame, node, value, list(rest), tail)
+            except NotConvertible as err:  # `if step % 100 == 0: history.append(loss)`: effects in a branch
+                taken = self.ctx.majority_branch(frame.code, node) if err.kind in _SPECULABLE else None
+                if taken is None:
+                    raise
+                frame.locals.clear()
+                frame.locals.update(saved)
+                self.ctx.note(f"branch at {self.loc(frame, node)} speculated {taken}: a tf.cond cannot hold it "
+                              f"({err.reason}); calls that take the other side run eagerly")  # fmt: skip
         self.ctx.speculate(value, taken, frame.code, node, f"branch is {'taken' if taken else 'not taken'}")
         self.exec_block(frame, node.body if taken else node.orelse, branch_tail)
         return False
@@ -1445,6 +1456,11 @@ class DatasetItems:
 
     dataset: tf.data.Dataset
     start: int
+
+
+# Refusals of a tf.cond whose branches hold what no graph region can (heap writes, deferred calls):
+# such an `if` is speculated on its most common side instead (the other side's calls run eagerly).
+_SPECULABLE = frozenset({"heap write", "heap value", "deferred effect", "construct", "text"})
 
 
 class LoopItem(gast.stmt):
