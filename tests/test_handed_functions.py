@@ -265,6 +265,18 @@ def test_a_tf_while_loop_body_returning_another_structure_runs_eagerly():
     refused(make, pairs(6), "another structure than loop_vars")
 
 
+def test_a_tf_while_loop_test_that_is_not_a_scalar_runs_eagerly():
+    """Eager's ``while`` takes the truth of a one-element tensor; a graph's loop wants a scalar."""
+
+    def make():
+        def step(x, n):
+            return tf.while_loop(lambda i, a: tf.reshape(i < n, [1]), lambda i, a: (i + 1.0, a * 2.0), (0.0 * n, x))
+
+        return step, no_state
+
+    refused(make, pairs(6), "returns something other than a boolean scalar tensor")
+
+
 def test_a_lambda_handed_to_tf_py_function_runs_eagerly():
     def make():
         def step(x, limit):

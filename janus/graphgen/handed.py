@@ -74,9 +74,9 @@ def _tensors(result: object, bound: inspect.BoundArguments | None = None) -> str
     leaves = _leaves(result)
     if not leaves:
         return "returns no tensor"
-    other = next((leaf for leaf in leaves if not isinstance(leaf, tf.Tensor)), None)
-    if other is not None or not all(isinstance(leaf, tf.Tensor) for leaf in leaves):
-        return f"returns a {type(other).__name__}, which eager keeps as it is and the graph makes a tensor"
+    others = [leaf for leaf in leaves if not isinstance(leaf, tf.Tensor)]
+    if others:
+        return f"returns a {type(others[0]).__name__}, which eager keeps as it is and the graph makes a tensor"
     return None
 
 
@@ -108,8 +108,8 @@ def _loop_vars(bound: inspect.BoundArguments) -> str | None:
 
 
 def _loop_test(result: object, bound: inspect.BoundArguments) -> str | None:
-    if not isinstance(result, tf.Tensor) or result.dtype != tf.bool:
-        return "returns something other than a boolean tensor"
+    if not isinstance(result, tf.Tensor) or result.dtype != tf.bool or result.shape.rank != 0:
+        return "returns something other than a boolean scalar tensor"
     return None
 
 
@@ -215,8 +215,8 @@ def call(
         raise NotConvertible(
             f"a function handed to {api}(), which janus does not know to call it only while the graph is built", loc
         )
+    api = contract.name
     try:
-        api = contract.name
         bound = inspect.signature(callee).bind(*args, **kwargs)
     except TypeError as err:
         raise NotConvertible(f"{api}() called with arguments it does not take: {err}", loc) from None

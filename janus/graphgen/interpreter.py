@@ -179,8 +179,26 @@ class Interpreter:
             bound = inspect.signature(func).bind(*args, **kwargs)
         except TypeError as err:
             raise NotConvertible(f"call does not match signature: {err}", location(func.__code__)) from None
+        given = set(bound.arguments)
         bound.apply_defaults()
-        return self.run(func, dict(bound.arguments))
+        arguments = dict(bound.arguments)
+        for name in arguments.keys() - given:
+            if type(arguments[name]) in (list, dict, set):
+                arguments[name] = self._mutable_default(func, name, arguments[name])
+        return self.run(func, arguments)
+
+    def _mutable_default(self, func: types.FunctionType, name: str, value: object) -> object:
+        """A list, dict or set default lives on the function, from one call to the next: read from
+        the heap, so changes to it are logged and replayed as eager makes them (not once, while
+        generating)."""
+        code = func.__code__
+        positional = code.co_varnames[: code.co_argcount]
+        if name in positional:
+            index = positional.index(name) - (code.co_argcount - len(func.__defaults__))
+            path = f"{self.ctx.const(func)}.__defaults__[{index}]"
+        else:
+            path = f"{self.ctx.const(func)}.__kwdefaults__[{name!r}]"
+        return self.ctx.read_heap(value, path, f"default {name}", location(code))
 
     def run(self, func: types.FunctionType, arguments: dict[str, object], recursive_entry: bool = False) -> object:
         """Converts the body of ``func`` with its parameters bound to ``arguments``.
