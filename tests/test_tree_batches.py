@@ -210,3 +210,21 @@ def test_keras_layers_over_batches_of_trees():
 
     jitted = run_differential(make, batches(6, [5, 5, 5, 2, 5, 3, 5]), min_graph_calls=3)
     assert janus.stats(jitted)["graphs_built"] == 1
+
+
+def test_enumerate_over_batches_of_any_size():
+    """``for i, tree in enumerate(batch, 1)``: Python int indices, as eager's, one graph."""
+
+    def make():
+        model = Encoder()
+
+        def step(batch):
+            total = 0.0
+            for i, tree in enumerate(batch, 1):
+                total += float(i) * tf.reduce_sum(model.encode(tree))
+            return total / len(batch)
+
+        return step, lambda: None
+
+    jitted = run_differential(make, batches(9, [3, 3, 3, 2, 1, 3, 2]), min_graph_calls=3)
+    assert janus.stats(jitted)["graphs_built"] == 1

@@ -856,7 +856,7 @@ class GenerationContext:
         bodies, recursive functions) was read during this call, or eager's gradient is None."""
         graph = tf.compat.v1.get_default_graph()
         direct = touches.read_directly(graph)
-        for variable in variables:
+        for position, variable in enumerate(variables):
             counter = self.touches.counter_of(variable)
             if counter is None or id(variable.handle) in direct:
                 continue
@@ -867,7 +867,7 @@ class GenerationContext:
                 with tf.control_dependencies(after):
                     return c.read() > b
 
-            name = variable.name
+            name = f"gradient source {position} ({variable.name})"  # names repeat ("Variable:0"): keyed by position
             self.check(grew, f"{name} is used@{loc}", f"{name} is read on this call's path (else its gradient is None)",
                        loc)  # fmt: skip
 

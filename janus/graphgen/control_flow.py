@@ -347,7 +347,10 @@ def _numbers_differ(templates: list) -> bool:
     def close(a: object, b: object) -> bool:
         if isinstance(a, _Leaf) and isinstance(b, _Leaf):
             numbers = a.kind == b.kind == "static" and type(a.extra) is type(b.extra) in _NUMBER_DTYPES
-            return numbers or same_template(a, b)
+            mixed = {a.kind, b.kind} == {"static", "number"} and (  # a number made run-time by an earlier `if`
+                (a.extra if a.kind == "number" else type(a.extra)) is (b.extra if b.kind == "number" else type(b.extra))
+            )
+            return numbers or mixed or same_template(a, b)
         if isinstance(a, tuple) and isinstance(b, tuple) and not isinstance(a, _Leaf) and not isinstance(b, _Leaf):
             return a[0] is b[0] and len(a[1]) == len(b[1]) and all(close(x, y) for x, y in zip(a[1], b[1]))
         return False

@@ -414,6 +414,9 @@ class Interpreter:
         if isinstance(iterable, PyObjectRef) and iterable.cls is list and iterable.argument:
             self._bounded_loop(frame, node, iterable, loc)
             return
+        if isinstance(iterable, BatchItems):  # `for i, tree in enumerate(batch)`
+            self._bounded_loop(frame, node, iterable.batch, loc, iterable.start)
+            return
         items = self._for_items(frame, node, iterable, loc)
         if isinstance(items, control_flow.LoopPlan):
             if type(iterable) is not range:
@@ -443,11 +446,14 @@ class Interpreter:
         source = datasets.DatasetSource(self.ctx, dataset, kind, loc, start)
         control_flow.convert_loop(self, frame, node, control_flow.LoopPlan(None, None, node.target, source=source))
 
-    def _bounded_loop(self, frame: Frame, node: gast.For, batch: PyObjectRef, loc: str) -> None:
+    def _bounded_loop(
+        self, frame: Frame, node: gast.For, batch: PyObjectRef, loc: str, enumerated: int | None = None
+    ) -> None:
         """``for tree in batch`` over a list passed by pointer (any length up to a bound): the first
         iteration runs unconditionally, each further one under ``tf.cond(i < len(batch))``, the
         bound doubling whenever a longer list comes. Gradients keep eager's types (``tf.cond``
-        passes a gather's ``IndexedSlices`` through, a ``tf.while_loop`` makes them dense)."""
+        passes a gather's ``IndexedSlices`` through, a ``tf.while_loop`` makes them dense).
+        ``enumerated``: the start of ``enumerate(batch, start)``; indices are Python ints, as eager's."""
         if escapes(node.body, loop_exits=True) or node.orelse:
             raise NotConvertible("`break`/`continue`/`return`/`else` in a loop over a list passed by pointer", loc)
         count = self.ctx.heap_len(batch, loc).tensor
@@ -462,23 +468,27 @@ class Interpreter:
             saved = dict(frame.locals)
             try:
                 with self.ctx.attempt():
-                    self._loop_iterations(frame, node, batch, count, range(bound), loc)
+                    self._loop_iterations(frame, node, batch, count, range(bound), loc, enumerated)
                 return
             except NotConvertible:  # `loss = 0.0; loss += t`: a Python float after no iteration
                 frame.locals.clear()
                 frame.locals.update(saved)
         # `loss = 0.0; loss += t` becomes a tensor in the first iteration: it runs unconditionally
         self.ctx.check(lambda: count >= 1, once_key, "the list is not empty", loc)
-        self.assign(frame, node.target, self.ctx.heap_get_item(batch, PyNumber(tf.constant(0, tf.int64), int), loc))
+        first = self.ctx.heap_get_item(batch, PyNumber(tf.constant(0, tf.int64), int), loc)
+        self.assign(frame, node.target, first if enumerated is None else (enumerated, first))
         self.exec_block(frame, node.body)
-        self._loop_iterations(frame, node, batch, count, range(1, bound), loc)
+        self._loop_iterations(frame, node, batch, count, range(1, bound), loc, enumerated)
 
     def _loop_iterations(
-        self, frame: Frame, node: gast.For, batch: PyObjectRef, count: tf.Tensor, indices: range, loc: str
-    ) -> None:
+        self, frame: Frame, node: gast.For, batch: PyObjectRef, count: tf.Tensor, indices: range, loc: str,
+        enumerated: int | None = None,
+    ) -> None:  # fmt: skip
         for i in indices:
             index = PyNumber(tf.constant(i, tf.int64), int)
-            item = LoopItem(node.target, functools.partial(self.ctx.heap_get_item, batch, index, loc))
+            read = functools.partial(self.ctx.heap_get_item, batch, index, loc)
+            element = read if enumerated is None else (lambda read=read, i=i: (enumerated + i, read()))
+            item = LoopItem(node.target, element)
             guarded = gast.copy_location(
                 gast.If(test=gast.Constant(True, None), body=[item, *node.body], orelse=[]), node
             )
@@ -1261,6 +1271,13 @@ class Interpreter:
     def _call_builtin(
         self, frame: Frame, node: gast.AST, callee: Callable, args: list, kwargs: dict, loc: str
     ) -> object:
+        if callee is enumerate and args and isinstance(args[0], PyObjectRef) and args[0].argument:
+            start = kwargs.get("start", args[1] if len(args) > 1 else 0)
+            if args[0].cls is not list or len(args) + len(kwargs) > 2 or type(start) is not int:
+                raise NotConvertible(
+                    "enumerate() of an object passed by pointer other than enumerate(batch, start)", loc
+                )
+            return BatchItems(args[0], start)
         if callee is enumerate and args and datasets.is_dataset(args[0]):
             return self._enumerate_dataset(args, kwargs, loc)
         if callee is len and len(args) == 1 and not kwargs and datasets.is_dataset(args[0]):
@@ -1481,6 +1498,15 @@ class DatasetItems:
 _SPECULABLE = frozenset({"heap write", "heap value", "deferred effect", "construct", "text"})
 
 
+@dataclasses.dataclass(frozen=True)
+class BatchItems:
+    """``enumerate(batch, start)`` of a list passed by pointer: a ``for`` over it gets Python int
+    indices (each iteration is unrolled) and the items."""
+
+    batch: PyObjectRef
+    start: int
+
+
 class LoopItem(gast.stmt):
     """``target = <the loop's next item>``: the first statement of a loop iteration made a branch."""
 
@@ -1613,7 +1639,7 @@ def _has_identity_at_run_time(value: object) -> bool:
 
 def _is_value_kind(value: object) -> bool:
     """janus's own stand-ins for values known only at run time (a heap object, a loop's list)."""
-    return isinstance(value, (PyObjectRef, TensorList, SymbolicRange, LateRead, DatasetItems))
+    return isinstance(value, (PyObjectRef, TensorList, SymbolicRange, LateRead, DatasetItems, BatchItems))
 
 
 def _always_raises(block: list) -> bool:
