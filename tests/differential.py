@@ -117,15 +117,22 @@ def run_differential(
     calls = list(calls)
     kwargs = list(kwargs) if kwargs is not None else [{}] * len(calls)
     for n, (args, kw) in enumerate(zip(calls, kwargs)):
-        expected = outcome(eager_fn, args, kw)
-        actual = outcome(jitted, args, kw)
-        assert actual[0] == expected[0], f"call {n}: eager {expected}, janus {actual}"
-        assert_same(expected[1], actual[1], f"call {n} result")
-        assert actual[2] == expected[2], f"call {n}: effects differ: eager {expected[2]}, janus {actual[2]}"
-        assert_same(eager_state(), jit_state(), f"call {n} state")
+        assert_same_call(n, outcome(eager_fn, args, kw), outcome(jitted, args, kw), eager_state, jit_state)
+    assert_served(jitted, min_graph_calls)
+    return jitted
+
+
+def assert_same_call(n: int, expected: tuple, actual: tuple, eager_state, jit_state) -> None:
+    """Call ``n`` gave eager's outcome (result or exception, printed/warned/logged effects) and state."""
+    assert actual[0] == expected[0], f"call {n}: eager {expected}, janus {actual}"
+    assert_same(expected[1], actual[1], f"call {n} result")
+    assert actual[2] == expected[2], f"call {n}: effects differ: eager {expected[2]}, janus {actual[2]}"
+    assert_same(eager_state(), jit_state(), f"call {n} state")
+
+
+def assert_served(jitted: janus.JitFunction, min_graph_calls: int) -> None:
     stats = janus.stats(jitted)
     assert stats["graph_calls"] >= min_graph_calls, f"graphs served too few calls: {stats}\n{janus.explain(jitted)}"
-    return jitted
 
 
 def no_state() -> None:

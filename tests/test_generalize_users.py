@@ -13,7 +13,7 @@ import functools
 import numpy as np
 import pytest
 import tensorflow as tf
-from differential import assert_same, outcome, run_differential
+from differential import assert_same_call, assert_served, outcome, run_differential
 
 import janus
 
@@ -31,14 +31,9 @@ def run_loop(make, n_calls, *, min_graph_calls):
     raw_step, jit_loop, jit_state = make()
     jitted = janus.jit(raw_step)
     for i in range(n_calls):
-        expected = outcome(eager_loop, (eager_step, i))
-        actual = outcome(jit_loop, (jitted, i))
-        assert actual[0] == expected[0], f"call {i}: eager {expected}, janus {actual}"
-        assert_same(expected[1], actual[1], f"call {i} result")
-        assert actual[2] == expected[2], f"call {i}: effects differ: eager {expected[2]}, janus {actual[2]}"
-        assert_same(eager_state(), jit_state(), f"call {i} state")
-    stats = janus.stats(jitted)
-    assert stats["graph_calls"] >= min_graph_calls, f"graphs served too few calls: {stats}\n{janus.explain(jitted)}"
+        expected, actual = outcome(eager_loop, (eager_step, i)), outcome(jit_loop, (jitted, i))
+        assert_same_call(i, expected, actual, eager_state, jit_state)
+    assert_served(jitted, min_graph_calls)
     return jitted
 
 
