@@ -79,6 +79,17 @@ def test_random_trees_values_and_gradients_one_graph_for_all_trees():
     assert "JanusInvoke" in {op.type for op in _graph_ops(jitted)}
 
 
+def test_a_variable_read_only_by_later_trees_is_counted_before_its_gradient_is_asked():
+    """The first tree of a batch is a leaf (no combiner weights); later trees, under the loop's
+    tf.cond, read them inside recursive invocations. The touch check must wait for those
+    invocations, or it reads the counter early (a race: 'gradient is None' falsely asserted)."""
+    rng = np.random.default_rng(3)
+    warm = [([random_tree(rng, 9) for _ in range(3)],) for _ in range(4)]
+    leaf_first = [([Node(word=i % 20), random_tree(rng, 13), random_tree(rng, 13)],) for i in range(30)]
+    jitted = run_differential(tree_program(train=False), warm + leaf_first, min_graph_calls=30)
+    assert janus.stats(jitted)["assumption_failures"] == 0
+
+
 def test_degenerate_linear_trees_200_deep():
     rng = np.random.default_rng(1)
     calls = [([linear_tree(rng, depth)],) for depth in (3, 7, 5, 200, 200, 120, 200)]

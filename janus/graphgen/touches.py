@@ -26,6 +26,7 @@ _REGION_OPS = frozenset(
      "StatefulPartitionedCall", "JanusInvoke", "JanusInvokeGrad"}
 )  # fmt: skip
 SCOPE = "janus_touch"
+_INVOCATIONS = frozenset({"JanusInvoke", "JanusInvokeGrad"})
 
 
 def is_touch_op(op: tf.Operation) -> bool:
@@ -107,7 +108,15 @@ class TouchCounters:
         self.counters: dict[int, tuple[tf.Variable, Counter]] = {}  # id(handle) -> (variable, counter)
 
     def count_region(self, graph: tf.Graph) -> None:
-        """Adds to the counter of each trainable variable the region ``graph`` reads itself."""
+        """Adds to the counter of each trainable variable the region ``graph`` reads itself, and
+        makes the region's invocations that count (a recursive function reading a variable) part of
+        what the region waits for: ACD skips invocations (``janus.graphgen.recursion``), and a
+        lowered ``If`` hands its control successors on once its control outputs ran, not its data."""
+        if hasattr(graph, "control_outputs"):
+            counting = [
+                op for op in graph.get_operations() if op.type in _INVOCATIONS and any(map(is_counter, op.inputs))
+            ]
+            graph.control_outputs.extend(op for op in counting if op not in graph.control_outputs)
         watched = {id(v.handle): v for v in getattr(graph, "_watched_variables", ()) if v.trainable}
         for handle in read_directly(graph) & watched.keys():
             variable = watched[handle]
