@@ -29,6 +29,7 @@ import tensorflow as tf
 from tensorflow.python.eager.polymorphic_function import eager_function_run
 
 from janus import distributed
+from janus.assumptions.specs import ArgSpec, ConstArg, ObjectArg, SeqArg, derive, item_key, list_pointer_keys
 from janus.config import config
 from janus.executor.cache import GraphCache
 from janus.executor.runner import AssumptionFailed, GraphRunner
@@ -37,7 +38,6 @@ from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConverti
 from janus.graphgen.generate import generate
 from janus.graphgen.interpreter import is_convertible_entry
 from janus.graphgen.source import location
-from janus.graphgen.specs import ArgSpec, ConstArg, ObjectArg, SeqArg, derive, item_key, list_pointer_keys
 from janus.ops import build
 from janus.profiler import Profile, observe, profiled_call
 

@@ -39,7 +39,9 @@ def _explain_one(jf: JitFunction) -> str:
             f"{graph.state_writes} state updates, built in {graph.build_seconds:.3f}s)"
         )
         for guard in graph.guards.guards:
-            lines.append(f"    guard      {guard.description}  [{guard.location}]")
+            lines.append(
+                f"    guard      {guard.description}  [{guard.kind.name} {guard.source.display()}; {guard.location}]"
+            )
         for assumption in graph.assumptions.values():
             lines.append(f"    JanusAssert #{assumption.id} {assumption.description}  [{assumption.location}]")
         for note in graph.notes:

@@ -20,8 +20,11 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework.ops import EagerTensor
 
+from janus.assumptions.checks import Assumption
+from janus.assumptions.guards import GuardBuilder, GuardKind, describe_object
+from janus.assumptions.sources import CallSource, Source
+from janus.assumptions.specs import merge_shapes
 from janus.config import config
-from janus.executor.guards import GuardBuilder
 from janus.graphgen import datasets, keras_layers, numpy_values, sandbox, touches
 from janus.graphgen.codedump import CodeRecorder
 from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConvertible
@@ -31,7 +34,6 @@ from janus.graphgen.numpy_values import NumpyArray
 from janus.graphgen.ordering import order_state_writes
 from janus.graphgen.pynumber import OptionalNumber, PyNumber
 from janus.graphgen.source import location
-from janus.graphgen.specs import merge_shapes
 from janus.graphgen.touches import TouchCounters
 from janus.graphgen.values import is_plain, is_symbolic, is_user_object
 from janus.ops import heap_ops, janus_assert, pyheap
@@ -40,16 +42,6 @@ from janus.source import purity
 from janus.source.library import is_library_class, is_library_code, is_library_object
 
 _assumption_ids = itertools.count(1)
-
-
-@dataclasses.dataclass(frozen=True)
-class Assumption:
-    """A speculation checked inside the graph by a JanusAssert."""
-
-    id: int
-    key: str
-    description: str
-    location: str
 
 
 class GenerationContext:
@@ -61,11 +53,11 @@ class GenerationContext:
         self.guards = GuardBuilder()
         self.assumptions: dict[int, Assumption] = {}
         self.assert_ops: list[tf.Operation] = []
-        self.heap_tensors: dict[int, str] = {}  # id(eager tensor) -> path expression
+        self.heap_tensors: dict[int, Source | str] = {}  # id(eager tensor) -> its source, or its feed in prepare()
         self._heap_containers: set[int] = set()
-        self._paths: dict[int, str] = {}  # id(guarded object) -> a path that re-reads it
+        self._paths: dict[int, Source] = {}  # id(guarded object) -> a source that re-reads it
         self.heap = HeapLog()
-        self._origins: dict[int, str] = {}  # id(heap snapshot or argument container) -> its path
+        self._origins: dict[int, Source] = {}  # id(heap snapshot or argument container) -> its source
         self._views: dict[int, object] = {}  # id(heap list/dict) -> its local view in this generation
         self.store_factory: pyheap.StoreFactory | None = None  # set when the graph uses the heap ops
         self._store_inputs: dict[object, tf.Tensor] = {}
@@ -83,8 +75,8 @@ class GenerationContext:
         self._cycle_codes: set | None = None
         self._keras_guarded: set[int] = set()
         self._keras_config_guarded = False
-        self._tensor_paths: dict[int, str] = {}  # id(argument placeholder) -> the argument's path
-        self._argument_containers: list[tuple[str, object]] = []  # (path, local view) of list/dict arguments
+        self._tensor_paths: dict[int, Source] = {}  # id(argument placeholder) -> the argument's source
+        self._argument_containers: list[tuple[Source, object]] = []  # (source, local view) of list/dict arguments
         self.foreign: set[int] = set()  # ids of library-owned containers: never mutated while generating
         self.touches = TouchCounters()  # variables read only inside regions (janus.graphgen.touches)
         self._dataset_kinds: dict[int, datasets.DatasetKind] = {}  # id(graph dataset of an input) -> its kind
@@ -98,161 +90,154 @@ class GenerationContext:
             self._cycle_codes = recursion.cycle_codes(self.profile)
         return code in self._cycle_codes
 
-    def path_of(self, value: object) -> str | None:
-        """A path that re-reads ``value`` before each call, if it was read from one."""
+    def path_of(self, value: object) -> Source | None:
+        """A source that re-reads ``value`` before each call, if it was read from one."""
         return self._paths.get(id(value))
 
     def pointer_of(self, value: object) -> tf.Tensor:
         """``value`` (read from a path) as an int64 pointer its call's store resolves."""
         return self._pointer_input(self._paths[id(value)])
 
-    def pointer_input(self, path: str) -> tf.Tensor:
-        """The object at ``path`` as an int64 pointer its call's store resolves."""
-        return self._pointer_input(path)
+    def pointer_input(self, source: Source) -> tf.Tensor:
+        """The object at ``source`` as an int64 pointer its call's store resolves."""
+        return self._pointer_input(source)
 
     # ------------------------------------------------------------- guards and constants
     def const(self, obj: object) -> str:
         return self.guards.const(obj)
 
-    def guard(self, key: str, expr: str, description: str, loc: str) -> None:
-        self.guards.add(key, expr, description, loc)
+    def guard(
+        self, kind: GuardKind, source: Source, expected: object, key: str, loc: str, description: str | None = None
+    ) -> None:
+        """Re-checks ``source`` before each call (``janus.assumptions.guards``)."""
+        self.guards.add(kind, source, expected, key, loc, description)
 
     def guard_keras_state(self, obj: object, loc: str) -> None:
         """A Keras object (or v1 optimizer) read from a path: the layers within it and their settings
         are re-checked."""
         if not (keras_layers.is_keras_object(obj) or purity.is_v1_optimizer(obj)) or id(obj) in self._keras_guarded:
             return
-        path = self._paths.get(id(obj))
-        if path is None:
+        source = self._paths.get(id(obj))
+        if source is None:
             return
         self._keras_guarded.update(id(sub) for sub in keras_layers.objects_within(obj))
+        described = f"the settings of {describe_object(obj)} and of the layers within it"
+        settings = CallSource(self.const(keras_layers.state_fingerprint), (source,), described)
         fingerprint = keras_layers.state_fingerprint(obj)
-        expr = f"{self.const(keras_layers.state_fingerprint)}({path}) == {self.const(fingerprint)}"
-        described = f"the settings of {_describe(obj)} and of the layers within it"
-        self.guard(f"keras state of {path}@{loc}", expr, described, loc)
+        self.guard(GuardKind.EQUALS_MATCH, settings, fingerprint, f"keras state of {source}@{loc}", loc, described)
 
     def guard_keras_config(self, loc: str) -> None:
         """Keras code ran while generating: it may have read ``epsilon()``, ``floatx()`` and friends."""
         if self._keras_config_guarded:
             return
         self._keras_config_guarded = True
-        expr = f"{self.const(keras_layers.config)}() == {self.const(keras_layers.config())}"
-        self.guard(f"keras config@{loc}", expr, "Keras's global settings (epsilon, floatx, data format)", loc)
+        described = "Keras's global settings (epsilon, floatx, data format)"
+        settings = CallSource(self.const(keras_layers.config), (), described)
+        self.guard(GuardKind.EQUALS_MATCH, settings, keras_layers.config(), f"keras config@{loc}", loc, described)
 
     def guard_class_attribute(self, cls: type, name: str, value: object, loc: str) -> None:
         """Code converted from ``cls.name`` stays right only while the class still has that function."""
-        expr = f"{self.const(cls)}.{name} is {self.const(value)}"
-        self.guard(f"{cls.__qualname__}.{name}@{loc}", expr, f"{cls.__qualname__}.{name} is unchanged", loc)
+        source = self.guards.source_of(cls, cls.__qualname__).attr(name)
+        described = f"{cls.__qualname__}.{name} is unchanged"
+        self.guard(GuardKind.ID_MATCH, source, value, f"{cls.__qualname__}.{name}@{loc}", loc, described)
 
     def read_heap(
-        self, value: object, path: str, what: str, loc: str, profiled: tuple | None = None, materialize: bool = False
+        self, value: object, source: Source, loc: str, profiled: tuple | None = None, materialize: bool = False
     ) -> object:
-        """Specialises on a value read from ``path`` (re-read and checked before every call).
+        """Specialises on a value read from ``source`` (re-read and checked before every call).
 
         ``profiled`` is the profile's key for this read (code, line, chain): a Python
         scalar that kept changing while profiled is not specialised on.
         """
+        what = source.describe()
         key = f"{what}@{loc}"
         keeps_changing = profiled is not None and self._varied(profiled) or self.failures(key) >= config.max_failures
         if is_plain(value) and keeps_changing and type(value) is not bool:  # a flag: one graph per value
-            if type(value) is float:
-                self.guard(key, f"type({path}) is float", f"{what} is a float (value relaxed)", loc)
-                return self.number_input(path)
-            if type(value) is int:
-                check = f"type({path}) is int and -{2**31} <= {path} < {2**31}"
-                self.guard(key, check, f"{what} is an int (value relaxed)", loc)
-                return self.number_input(path, int)
+            if type(value) in (float, int):
+                self.guard(GuardKind.NUMBER_TYPE, source, type(value), key, loc)
+                return self.number_input(source, type(value))
             raise NotConvertible(f"{what} keeps changing value between calls", loc)
         if type(value) is np.ndarray and value.dtype != object:
-            return self.read_array(value, path, what, loc)
+            return self.read_array(value, source, loc)
         if datasets.is_dataset(value):
-            return self.read_dataset(value, path, what, loc)
+            return self.read_dataset(value, source, loc)
         if isinstance(value, EagerTensor):
             other = self.heap_tensors.get(id(value))
-            if other is not None and other != path:
-                self.guard(key, f"{path} is {other}", f"{what} aliases {other}", loc)
+            if other is not None and str(other) != str(source):
+                self.guard(GuardKind.SAME_OBJECT, source, other, key, loc)
                 return value
-            self.heap_tensors[id(value)] = path
+            self.heap_tensors[id(value)] = source
             self._keep.append(value)
-            described = f"{what} is a {value.dtype.name} tensor of shape {list(value.shape)}"
-            self.guard(key, tensor_guard(path, value.dtype, tuple(value.shape), self.guards.temp()), described, loc)
+            self.guard(GuardKind.TENSOR_MATCH, source, (value.dtype, tuple(value.shape)), key, loc)
             return value
         if is_plain(value) and type(value) not in (list, dict, set):
-            if type(value) is tuple:
-                self.guard(key, f"{path} == {self.const(value)}", f"{what} == {value!r}", loc)
-            else:
-                self.guard(key, scalar_guard(path, value, self.const), f"{what} == {value!r}", loc)
+            self.guard(GuardKind.EQUALS_MATCH, source, value, key, loc)
             return value
         if type(value) is tuple:  # immutable: read item by item (a fresh tuple of tensors each call is fine)
-            self.guard(key, f"type({path}) is tuple and len({path}) == {len(value)}", f"{what} is a tuple", loc)
-            return tuple(self.read_heap(v, f"{path}[{i}]", f"{what}[{i}]", loc) for i, v in enumerate(value))
+            self.guard(GuardKind.SEQUENCE_MATCH, source, (tuple, len(value), None), key, loc)
+            return tuple(self.read_heap(v, source.item(i), loc) for i, v in enumerate(value))
         if not materialize:
-            self.guard(key, f"{path} is {self.const(value)}", f"{what} is {_describe(value)}", loc)
-            self._paths.setdefault(id(value), path)
+            self.guard(GuardKind.ID_MATCH, source, value, key, loc)
+            self._paths.setdefault(id(value), source)
             if id(value) in self._views:  # one local view per heap container: reads see this call's writes
                 return self._views[id(value)]
-            aliased = self._argument_alias(value, path, what, loc)
+            aliased = self._argument_alias(value, source, loc)
             if aliased is not None:
                 self._views[id(value)] = aliased
                 return aliased
         if _is_list(value):
             if not materialize:
                 self._views[id(value)] = HeapList(
-                    value, path, what, loc, self.heap, self.read_heap, self._check_straight_line
+                    value, source, loc, self.heap, self.read_heap, self._check_straight_line
                 )
                 return self._views[id(value)]
-            self.guard(key, f"len({path}) == {len(value)}", f"len({what}) == {len(value)}", loc)
-            snapshot = [self.read_heap(v, f"{path}[{i}]", f"{what}[{i}]", loc) for i, v in enumerate(value)]
-            return self.mark_heap_container(snapshot, path)
+            self.guard(GuardKind.LENGTH_MATCH, source, len(value), key, loc)
+            snapshot = [self.read_heap(v, source.item(i), loc) for i, v in enumerate(value)]
+            return self.mark_heap_container(snapshot, source)
         if _is_dict(value):
             keys = tuple(value)
             if not all(is_plain(k) for k in keys):
                 raise NotConvertible(f"{what} is a dict with non-constant keys", loc)
-            self.guard(key, f"tuple({path}) == {self.const(keys)}", f"keys of {what}", loc)
-            snapshot = {k: self.read_heap(value[k], f"{path}[{k!r}]", f"{what}[{k!r}]", loc) for k in keys}
-            self._views[id(value)] = self.mark_heap_container(snapshot, path)
+            self.guard(GuardKind.KEYS_MATCH, source, keys, key, loc)
+            snapshot = {k: self.read_heap(value[k], source.item(k), loc) for k in keys}
+            self._views[id(value)] = self.mark_heap_container(snapshot, source)
             return snapshot
         if type(value) is set:
             raise NotConvertible(f"{what} is a set read from the heap", loc)
         return value
 
-    def array_input(self, path: str, sample: np.ndarray) -> tf.Tensor:
-        """An eager placeholder, captured into the graph, that prepare() fills with the array at ``path``."""
+    def array_input(self, source: Source, sample: np.ndarray) -> tf.Tensor:
+        """An eager placeholder, captured into the graph, that prepare() fills with the array at ``source``."""
         with tf.init_scope():
             placeholder_value = tf.zeros(sample.shape, tf.as_dtype(sample.dtype))
-        self.heap_tensors[id(placeholder_value)] = f"{self.const(numpy_values.array_to_tensor)}({path})"
+        self.heap_tensors[id(placeholder_value)] = f"{self.const(numpy_values.array_to_tensor)}({source})"
         self._keep.append(placeholder_value)
         return placeholder_value
 
-    def read_array(self, value: np.ndarray, path: str, what: str, loc: str) -> NumpyArray:
-        """An ndarray read from ``path``: guarded by type, dtype and shape, fed by value."""
-        self.guard(
-            f"{what}@{loc}",
-            numpy_values.array_guard(path, value, self.const),
-            f"{what} is a {value.dtype} array of shape {list(value.shape)}",
-            loc,
-        )
-        return NumpyArray(path, value, self.array_input)
+    def read_array(self, value: np.ndarray, source: Source, loc: str) -> NumpyArray:
+        """An ndarray read from ``source``: guarded by type, dtype and shape, fed by value."""
+        self.guard(GuardKind.NDARRAY_MATCH, source, (value.dtype, value.shape), f"{source.describe()}@{loc}", loc)
+        return NumpyArray(source, value, self.array_input)
 
     # ------------------------------------------------------------- tf.data datasets
-    def read_dataset(self, value: tf.data.Dataset, path: str, what: str, loc: str) -> tf.data.Dataset:
-        """A dataset read from ``path``: guarded on its element spec and kind, fed by its variant tensor."""
+    def read_dataset(self, value: tf.data.Dataset, source: Source, loc: str) -> tf.data.Dataset:
+        """A dataset read from ``source``: guarded on its element spec and kind, fed by its variant tensor."""
         spec, kind = datasets.spec_of(value), datasets.kind_of(value)
-        self.dataset_guard(path, spec, kind, f"{what}@{loc}", what, loc)
+        self.dataset_guard(source, spec, kind, f"{source.describe()}@{loc}", loc)
         with tf.init_scope():  # an eager placeholder of its own, captured as an input prepare() feeds
             placeholder_value = tf.identity(datasets.variant_of(value))
-        self.heap_tensors[id(placeholder_value)] = f"{self.const(datasets.variant_of)}({path})"
+        self.heap_tensors[id(placeholder_value)] = f"{self.const(datasets.variant_of)}({source})"
         self._keep.append(placeholder_value)
         return self.input_dataset(tf.identity(placeholder_value), spec, kind)
 
     def dataset_guard(
-        self, path: str, spec: tf.data.DatasetSpec, kind: datasets.DatasetKind, key: str, what: str, loc: str
+        self, source: Source, spec: tf.data.DatasetSpec, kind: datasets.DatasetKind, key: str, loc: str
     ) -> None:
-        described = f"{what} is a tf.data.Dataset of {spec.element_spec}"
+        described = f"{source.describe()} is a tf.data.Dataset of {spec.element_spec}"
         if kind.shared_state:
             described += f" ({kind.shared_state})"
-        expr = f"{self.const(datasets.fits)}({path}, {self.const(spec)}, {self.const(kind)})"
-        self.guard(key, expr, described, loc)
+        fits = CallSource(self.const(datasets.fits), (source, self.const(spec), self.const(kind)), described)
+        self.guard(GuardKind.PREDICATE, fits, True, key, loc, described)
 
     def input_dataset(
         self, variant: tf.Tensor, spec: tf.data.DatasetSpec, kind: datasets.DatasetKind
@@ -287,9 +272,9 @@ class GenerationContext:
                 loc,
             )
 
-    def register_argument_tensor(self, tensor: tf.Tensor, path: str) -> None:
-        """A tensor the graph receives from argument ``path``: its object is the caller's."""
-        self._tensor_paths[id(tensor)] = path
+    def register_argument_tensor(self, tensor: tf.Tensor, source: Source) -> None:
+        """A tensor the graph receives from argument ``source``: its object is the caller's."""
+        self._tensor_paths[id(tensor)] = source
         self._keep.append(tensor)
 
     def identity(self, left: object, right: object, loc: str) -> bool | PyNumber:
@@ -301,7 +286,7 @@ class GenerationContext:
         left_path, right_path = self.source_path(left), self.source_path(right)
         if left_path is None or right_path is None:
             return left is right  # at least one is made by this call: the same only if the same value
-        if left_path == right_path:
+        if str(left_path) == str(right_path):
             return True
         with tf.init_scope():
             placeholder_value = tf.constant(False)
@@ -309,22 +294,22 @@ class GenerationContext:
         self._keep.append(placeholder_value)
         return PyNumber(tf.identity(placeholder_value), bool)
 
-    def source_path(self, value: object) -> str | None:
+    def source_path(self, value: object) -> Source | str | None:
         """Where the very object ``value`` stands for is read from before the call, if anywhere."""
         if isinstance(value, NumpyArray):
-            return value.path
+            return value.source
         path = self._tensor_paths.get(id(value))
         if path is None and isinstance(value, (EagerTensor, tf.Variable)):
             path = self.heap_tensors.get(id(value)) or self._paths.get(id(value))
         return path
 
-    def number_input(self, path: str, kind: type = float) -> PyNumber:
-        """A Python float (int) re-read from ``path`` every call and fed to the graph as float64 (int64)."""
+    def number_input(self, source: Source, kind: type = float) -> PyNumber:
+        """A Python float (int) re-read from ``source`` every call and fed to the graph as float64 (int64)."""
         dtype = tf.float64 if kind is float else tf.int64
         with tf.init_scope():  # an eager tensor, captured as an input that prepare() feeds
             placeholder_value = tf.constant(0, dtype)
         feed = _to_float64 if kind is float else _to_int64
-        self.heap_tensors[id(placeholder_value)] = f"{self.const(feed)}({path})"
+        self.heap_tensors[id(placeholder_value)] = f"{self.const(feed)}({source})"
         self._keep.append(placeholder_value)
         return PyNumber(tf.identity(placeholder_value), kind)
 
@@ -333,40 +318,41 @@ class GenerationContext:
         seen = [repr(o) for o in self.profile.heap_reads.get(profiled, ())]
         return sum(a != b for a, b in zip(seen, seen[1:])) >= 2
 
-    def register_argument_container(self, container: object, path: str) -> None:
+    def register_argument_container(self, container: object, source: Source) -> None:
         """A list or dict argument: a container on the heap may be this very object (aliasing)."""
-        self._argument_containers.append((path, container))
+        self._argument_containers.append((source, container))
 
-    def _argument_alias(self, value: object, path: str, what: str, loc: str) -> object | None:
-        """The argument container that ``value`` (read from ``path``) is at run time, if any.
+    def _argument_alias(self, value: object, source: Source, loc: str) -> object | None:
+        """The argument container that ``value`` (read from ``source``) is at run time, if any.
 
         Each list or dict read from the heap is guarded not to be an argument container of its
         type; once such a guard has failed, the next graph takes them as one object instead."""
-        for arg_path, container in self._argument_containers:
+        for argument, container in self._argument_containers:
             is_list = type(container) is list or isinstance(container, HeapList)
             if not (_is_list(value) and is_list or _is_dict(value) and type(container) is dict):
                 continue
-            key = f"{what} is argument {arg_path}@{loc}"
+            key = f"{source.describe()} is {argument.describe()}@{loc}"
             if self.failures(key) > 0:
-                self.guard(key, f"{path} is {arg_path}", f"{what} is argument {arg_path}", loc)
+                self.guard(GuardKind.SAME_OBJECT, source, argument, key, loc)
                 return container
-            self.guard(key, f"{path} is not {arg_path}", f"{what} is not argument {arg_path}", loc)
+            self.guard(GuardKind.DISTINCT_OBJECT, source, argument, key, loc)
         return None
 
-    def unread_list(self, path: str, what: str, loc: str) -> HeapList:
+    def unread_list(self, source: Source, loc: str) -> HeapList:
         """A list argument taken whole: appends are logged; reading its contents is refused."""
+        what = source.describe()
 
         def contents_needed(*_args: object, **_kwargs: object) -> list:
             raise NotConvertible(f"the contents of {what}, a list whose length changes between calls", loc)
 
-        view = HeapList([], path, what, loc, self.heap, contents_needed, self._check_straight_line)
-        self.register_argument_container(view, path)
+        view = HeapList([], source, loc, self.heap, contents_needed, self._check_straight_line)
+        self.register_argument_container(view, source)
         return view
 
-    def mark_heap_container(self, snapshot: object, path: str) -> object:
-        """A local copy of a container that lives on the heap at ``path`` (writes go to the log)."""
+    def mark_heap_container(self, snapshot: object, source: Source) -> object:
+        """A local copy of a container that lives on the heap at ``source`` (writes go to the log)."""
         self._heap_containers.add(id(snapshot))
-        self._origins[id(snapshot)] = path
+        self._origins[id(snapshot)] = source
         self._keep.append(snapshot)
         return snapshot
 
@@ -437,7 +423,7 @@ class GenerationContext:
             samples = [x for lst in heap_list.samples for x in lst]
             what, pointer = "list", heap_list.pointer
         else:
-            samples, what, pointer = list(heap_list.real), heap_list.what, self._pointer_input(heap_list.path)
+            samples, what, pointer = list(heap_list.real), heap_list.what, self._pointer_input(heap_list.source)
         spec, dtype, shape = self._expectation(samples, f"{what}[i]", loc)
         expect = pyheap.expect(spec)
         (value,) = self._heap_op(
@@ -485,14 +471,14 @@ class GenerationContext:
         if isinstance(target, PyObjectRef):
             self._heap_op(lambda token, store: (heap_ops.set_attr(token, store, target.pointer, key, payload, expect),))
             return
-        pointer = self._pointer_input(target.path)
+        pointer = self._pointer_input(target.source)
         self._heap_op(lambda token, store: (heap_ops.set_item(token, store, pointer, key.tensor, payload, expect),))
 
-    def _pointer_input(self, path: str) -> tf.Tensor:
-        """The pointer of the object at ``path``, registered with this call's store in prepare()."""
+    def _pointer_input(self, source: Source) -> tf.Tensor:
+        """The pointer of the object at ``source``, registered with this call's store in prepare()."""
         if self.store_factory is None:
             self.store_factory = pyheap.StoreFactory()
-        return self._store_input(f"{self.const(self.store_factory)}.pointer({path})", ("pointer", path))
+        return self._store_input(f"{self.const(self.store_factory)}.pointer({source})", ("pointer", str(source)))
 
     # ------------------------------------------------------------- heap writes
     def _check_straight_line(self, loc: str) -> None:
@@ -541,12 +527,14 @@ class GenerationContext:
     def write_global(self, namespace: dict, name: str, value: object, loc: str) -> None:
         self._check_straight_line(loc)
         self._check_storable(value, loc)
-        self.heap.log(Write("setitem", namespace, self.const(namespace), name, value, loc))
+        self.heap.log(Write("setitem", namespace, self.guards.source_of(namespace, "globals"), name, value, loc))
 
     def write_cell(self, cell: types.CellType, value: object, loc: str) -> None:
         self._check_straight_line(loc)
         self._check_storable(value, loc)
-        self.heap.log(Write("setattr", cell, self.const(cell), "cell_contents", value, loc))
+        self.heap.log(
+            Write("setattr", cell, self.guards.source_of(cell, "a closure cell"), "cell_contents", value, loc)
+        )
 
     def defer_call(self, fn: Callable, args: tuple, kwargs: dict, loc: str) -> None:
         """Logs ``fn(*args, **kwargs)``, made after the graph succeeded with the materialised values.
@@ -557,7 +545,7 @@ class GenerationContext:
         args, kwargs = snapshot(tuple(args)), snapshot(dict(kwargs))
         for value in (*args, *kwargs.values()):
             self._check_storable(value, loc)
-        self.heap.log(Write("call", fn, "", None, (args, kwargs), loc))
+        self.heap.log(Write("call", fn, None, None, (args, kwargs), loc))
 
     def _check_storable(self, value: object, loc: str) -> None:
         if isinstance(value, (list, tuple)):
@@ -642,7 +630,7 @@ class GenerationContext:
                 self.check_library_argument(item, loc)
             return
         if callable(value) and is_user_object(value):
-            raise NotConvertible(f"user code {_describe(value)} passed to a library call", loc)
+            raise NotConvertible(f"user code {describe_object(value)} passed to a library call", loc)
 
     # ------------------------------------------------------------- attributes
     def read_attribute(self, base: object, attr: str, loc: str, profiled: tuple | None = None) -> object:
@@ -664,14 +652,15 @@ class GenerationContext:
                     key = f"{base.__name__}.{attr}@{loc}"
                     if self.failed(key):  # rebound between calls: read where a deferred call needs it
                         return LateRead(base, attr)
-                    expr = f"{self.const(base)}.{attr} is {self.const(value)}"
-                    if type(value) in (list, dict, set) and is_plain(value):  # sys.argv: changed in place too
-                        expr += f" and {self.const(base)}.{attr} == {self.const(snapshot(value))}"
-                    elif type(value) in (list, dict, set):
+                    if type(value) in (list, dict, set) and not is_plain(value):
                         raise NotConvertible(f"{base.__name__}.{attr} is a container janus cannot guard", loc)
-                    self.guard(key, expr, f"{base.__name__}.{attr} is unchanged", loc)
+                    source = self.guards.source_of(base, base.__name__).attr(attr)
+                    described = f"{base.__name__}.{attr} is unchanged"
+                    self.guard(GuardKind.ID_MATCH, source, value, key, loc, described)
+                    if type(value) in (list, dict, set):  # sys.argv: changed in place too
+                        self.guard(GuardKind.EQUALS_MATCH, source, snapshot(value), key, loc, described)
                 return value
-            return self.read_heap(value, f"{path}.{attr}", f"attribute {attr}", loc, profiled)
+            return self.read_heap(value, path.attr(attr), loc, profiled)
         if isinstance(base, Formatted):
             raise NotConvertible("attribute of text made only after the graph ran", loc)
         if isinstance(base, HeapList):
@@ -691,7 +680,7 @@ class GenerationContext:
                 value = getattr(base, attr)
             instance_dict = getattr(base, "__dict__", None)
             if path and isinstance(instance_dict, dict) and attr in instance_dict and is_plain(value):
-                return self.read_heap(value, f"{path}.{attr}", f"attribute {attr}", loc, profiled)
+                return self.read_heap(value, path.attr(attr), loc, profiled)
             if isinstance(value, (list, dict, set)) and not is_plain(base):
                 self.foreign.add(id(value))  # held by a library object: janus cannot log writes to it
                 self._keep.append(value)
@@ -704,9 +693,10 @@ class GenerationContext:
         owner, found = super_lookup(proxy.__thisclass__, proxy.__self_class__, attr)
         if not isinstance(found, types.FunctionType):
             raise NotConvertible(f"super().{attr} is not a plain method", loc)
-        lookup = f"{self.const(super_lookup)}({self.const(proxy.__thisclass__)}, {self.const(proxy.__self_class__)}"
-        expr = f"{lookup}, {attr!r})[1] is {self.const(found)}"
-        self.guard(f"super().{attr}@{loc}", expr, f"super().{attr} is {owner.__qualname__}.{attr}", loc)
+        classes = (self.const(proxy.__thisclass__), self.const(proxy.__self_class__), repr(attr))
+        lookup = CallSource(self.const(super_lookup), classes, f"super().{attr}").item(1)
+        described = f"super().{attr} is {owner.__qualname__}.{attr}"
+        self.guard(GuardKind.ID_MATCH, lookup, found, f"super().{attr}@{loc}", loc, described)
         return types.MethodType(found, proxy.__self__)
 
     def _read_user_attribute(
@@ -739,7 +729,7 @@ class GenerationContext:
         value = getattr(base, attr)
         if isinstance(class_attr, types.FunctionType) and path is not None and isinstance(instance_dict, dict):
             key = f"attribute {attr}@{loc}"
-            self.guard(key, f"{attr!r} not in {path}.__dict__", f"{attr} is a method", loc)
+            self.guard(GuardKind.KEY_ABSENT, path.attr("__dict__"), attr, key, loc, f"{attr} is a method")
             self.guard_class_attribute(type(base), attr, class_attr, loc)
             return value
         if isinstance(value, types.MethodType):
@@ -749,7 +739,7 @@ class GenerationContext:
     def _heap_or_value(self, value: object, path: str | None, attr: str, loc: str, profiled: tuple | None) -> object:
         if path is None:
             raise NotConvertible(f"attribute {attr} of an object janus cannot re-read", loc)
-        return self.read_heap(value, f"{path}.{attr}", f"attribute {attr}", loc, profiled)
+        return self.read_heap(value, path.attr(attr), loc, profiled)
 
     # ------------------------------------------------------------- nested graphs
     @contextlib.contextmanager
@@ -955,27 +945,6 @@ def snapshot(value: object) -> object:
     return value
 
 
-def tensor_guard(path: str, dtype: tf.DType, shape: tuple | None, temp: str) -> str:
-    check = f"type({path}) is EagerTensor and {path}._datatype_enum() == {dtype.as_datatype_enum}"
-    if shape is None:
-        return check
-    if all(d is not None for d in shape):
-        return f"{check} and {path}._shape_tuple() == {tuple(shape)!r}"
-    dims = " and ".join(f"{temp}[{i}] == {d}" for i, d in enumerate(shape) if d is not None)
-    return f"{check} and len({temp} := {path}._shape_tuple()) == {len(shape)}" + (f" and {dims}" if dims else "")
-
-
-def scalar_guard(path: str, value: object, const: Callable[[object], str]) -> str:
-    if value is None or value is Ellipsis:
-        return f"{path} is {const(value)}"
-    kind = f"type({path}) is {const(type(value))}"
-    if isinstance(value, (float, np.floating)) and value != value:
-        return f"{kind} and {path} != {path}"  # nan: equal to no value, itself included
-    if type(value) in (bool, int, str, bytes):
-        return f"{kind} and {path} == {value!r}"
-    return f"{kind} and {path} == {const(value)}"  # floats (inf), NumPy scalars: compared as values
-
-
 # The feeders below convert through NumPy scalars: TensorFlow caches every distinct Python scalar
 # it converts, so a counter fed as a Python int would grow that cache by about 0.7 KiB a call.
 def _to_float64(value: float) -> tf.Tensor:
@@ -988,11 +957,6 @@ def _to_bool(value: bool) -> tf.Tensor:
 
 def _to_int64(value: int) -> tf.Tensor:
     return tf.constant(np.int64(value))
-
-
-def _describe(value: object) -> str:
-    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
-    return name or f"<{type(value).__name__} object>"
 
 
 _MISSING = object()

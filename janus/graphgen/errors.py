@@ -23,7 +23,7 @@ KINDS = {
     "janus.graphgen.numpy_values": "numpy",
     "janus.graphgen.generate": "result",
     "janus.graphgen.ordering": "state order",
-    "janus.graphgen.specs": "argument",
+    "janus.assumptions.specs": "argument",
     "janus.driver": "argument",
 }
 

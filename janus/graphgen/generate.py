@@ -16,9 +16,22 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework.ops import EagerTensor
 
-from janus.executor.guards import GuardBuilder
+from janus.assumptions.checks import Assumption
+from janus.assumptions.guards import GuardBuilder, GuardKind
+from janus.assumptions.sources import ArgumentSource, Source
+from janus.assumptions.specs import (
+    ArgSpec,
+    ConstArg,
+    DatasetArg,
+    LazyListArg,
+    NumberArg,
+    ObjectArg,
+    PointerArg,
+    SeqArg,
+    TensorArg,
+)
 from janus.graphgen import datasets
-from janus.graphgen.context import Assumption, GenerationContext, LateRead, scalar_guard, tensor_guard
+from janus.graphgen.context import GenerationContext, LateRead
 from janus.graphgen.control_flow import TensorList
 from janus.graphgen.errors import NotConvertible
 from janus.graphgen.formatted import Formatted
@@ -34,17 +47,6 @@ from janus.graphgen.ordering import (
 )
 from janus.graphgen.pynumber import PyNumber, to_python
 from janus.graphgen.source import location
-from janus.graphgen.specs import (
-    ArgSpec,
-    ConstArg,
-    DatasetArg,
-    LazyListArg,
-    NumberArg,
-    ObjectArg,
-    PointerArg,
-    SeqArg,
-    TensorArg,
-)
 from janus.graphgen.values import is_symbolic
 from janus.profiler.profile import Profile
 
@@ -94,9 +96,10 @@ def generate(
     ctx = GenerationContext(profile, f"{func.__name__}__janus", [f"a{i}" for i in range(len(params))], failures)
     loc = location(func.__code__)
     signature: list[tf.TensorSpec] = []
-    flat_inputs: list[str] = []
-    for i, spec in enumerate(specs):
-        _add_input_guards(ctx, spec, f"a{i}", f"argument {params[i]}", loc, signature, flat_inputs)
+    flat_inputs: list[Source | str] = []
+    arguments = [ArgumentSource(i, name) for i, name in enumerate(params)]
+    for source, spec in zip(arguments, specs):
+        _add_input_guards(ctx, spec, source, loc, signature, flat_inputs)
 
     template: list = []
     write_templates: list = []
@@ -107,13 +110,10 @@ def generate(
 
     def driver(*placeholders: tf.Tensor) -> list[tf.Tensor]:
         feed = iter(placeholders)
-        arguments = {
-            name: _argument_value(ctx, spec, f"a{i}", f"argument {name}", loc, feed)
-            for i, (name, spec) in enumerate(zip(params, specs))
-        }
+        values = {source.name: _argument_value(ctx, spec, source, loc, feed) for source, spec in zip(arguments, specs)}
         for i, ph in enumerate(placeholders):
-            ctx.code.bind(ph, flat_inputs[i])
-        result = Interpreter(ctx).run(func, arguments)
+            ctx.code.bind(ph, str(flat_inputs[i]))
+        result = Interpreter(ctx).run(func, values)
         outputs: list[tf.Tensor] = []
         flatten = _Flattener(outputs, ctx, len(params))
         write_templates.extend(flatten(w.value, w.location) for w in ctx.heap.writes)
@@ -199,74 +199,62 @@ class _Unmapped(Exception):
 
 # ------------------------------------------------------------------ arguments
 def _add_input_guards(
-    ctx: GenerationContext, spec: ArgSpec, path: str, what: str, loc: str, signature: list, flat: list
+    ctx: GenerationContext, spec: ArgSpec, source: Source, loc: str, signature: list, flat: list
 ) -> None:
-    key = f"{what}@{loc}"
+    key = f"{source.describe()}@{loc}"
     if isinstance(spec, TensorArg):
-        shape = "unknown rank" if spec.shape is None else str(list(spec.shape)).replace("None", "?")
-        described = f"{what} is a {spec.dtype.name} tensor of shape {shape}"
-        ctx.guard(f"{key}:shape", tensor_guard(path, spec.dtype, spec.shape, ctx.guards.temp()), described, loc)
+        ctx.guard(GuardKind.TENSOR_MATCH, source, (spec.dtype, spec.shape), f"{key}:shape", loc)
         signature.append(tf.TensorSpec(spec.shape, spec.dtype))
-        flat.append(path)
+        flat.append(source)
     elif isinstance(spec, ConstArg):
-        ctx.guard(f"{key}:value", scalar_guard(path, spec.value, ctx.const), f"{what} == {spec.value!r}", loc)
-    elif isinstance(spec, NumberArg) and spec.type is int:
-        check = f"type({path}) is int and -{2**31} <= {path} < {2**31}"
-        ctx.guard(f"{key}:type", check, f"{what} is an int (value relaxed)", loc)
+        ctx.guard(GuardKind.EQUALS_MATCH, source, spec.value, f"{key}:value", loc)
     elif isinstance(spec, NumberArg):
-        ctx.guard(f"{key}:type", f"type({path}) is float", f"{what} is a float (value relaxed)", loc)
+        ctx.guard(GuardKind.NUMBER_TYPE, source, spec.type, f"{key}:type", loc)
     elif isinstance(spec, PointerArg):
-        described = f"{what} is a {spec.cls.__qualname__} (passed by pointer)"
-        ctx.guard(f"{key}:type", f"type({path}) is {ctx.const(spec.cls)}", described, loc)
+        described = f"{source.describe()} is a {spec.cls.__qualname__} (passed by pointer)"
+        ctx.guard(GuardKind.TYPE_MATCH, source, spec.cls, f"{key}:type", loc, described)
     elif isinstance(spec, DatasetArg):
-        ctx.dataset_guard(path, spec.spec, spec.kind, f"{key}:type", what, loc)
+        ctx.dataset_guard(source, spec.spec, spec.kind, f"{key}:type", loc)
         signature.append(tf.TensorSpec([], tf.variant))
-        flat.append(f"{ctx.const(datasets.variant_of)}({path})")
+        flat.append(f"{ctx.const(datasets.variant_of)}({source})")
     elif isinstance(spec, LazyListArg):
-        ctx.guard(f"{key}:type", f"type({path}) is list", f"{what} is a list (its contents unread)", loc)
+        described = f"{source.describe()} is a list (its contents unread)"
+        ctx.guard(GuardKind.TYPE_MATCH, source, list, f"{key}:type", loc, described)
     elif isinstance(spec, SeqArg):
-        kind = ctx.const(spec.type)
-        described = f"{what} is a {spec.type.__name__} of length {len(spec.items)}"
-        check = f"type({path}) is {kind} and len({path}) == {len(spec.items)}"
-        if spec.keys is not None:
-            check += f" and tuple({path}) == {ctx.const(spec.keys)}"
-            described += f" with keys {list(spec.keys)}"
-        ctx.guard(f"{key}:type", check, described, loc)
+        ctx.guard(GuardKind.SEQUENCE_MATCH, source, (spec.type, len(spec.items), spec.keys), f"{key}:type", loc)
         for label, item in zip(_labels(spec), spec.items):
-            _add_input_guards(ctx, item, f"{path}[{label!r}]", f"{what}[{label!r}]", loc, signature, flat)
+            _add_input_guards(ctx, item, source.item(label), loc, signature, flat)
 
 
-def _argument_value(ctx: GenerationContext, spec: ArgSpec, path: str, what: str, loc: str, feed) -> object:
+def _argument_value(ctx: GenerationContext, spec: ArgSpec, source: Source, loc: str, feed) -> object:
     if isinstance(spec, TensorArg):
         placeholder = next(feed)
-        ctx.register_argument_tensor(placeholder, path)
+        ctx.register_argument_tensor(placeholder, source)
         if spec.value is not None:
+            what = source.describe()
             constant = ctx.assert_constant(placeholder, spec.value, f"{what}@{loc}:value", f"{what} == constant", loc)
-            ctx.register_argument_tensor(constant, path)
+            ctx.register_argument_tensor(constant, source)
             return constant
         return placeholder
     if isinstance(spec, ConstArg):
         return spec.value
     if isinstance(spec, NumberArg):
-        return ctx.number_input(path, spec.type)
+        return ctx.number_input(source, spec.type)
     if isinstance(spec, SeqArg):
-        items = [
-            _argument_value(ctx, s, f"{path}[{label!r}]", f"{what}[{label!r}]", loc, feed)
-            for label, s in zip(_labels(spec), spec.items)
-        ]
+        items = [_argument_value(ctx, s, source.item(label), loc, feed) for label, s in zip(_labels(spec), spec.items)]
         if spec.type is tuple:
             return tuple(items)
-        container = ctx.mark_heap_container(dict(zip(spec.keys, items)) if spec.type is dict else items, path)
-        ctx.register_argument_container(container, path)
+        container = ctx.mark_heap_container(dict(zip(spec.keys, items)) if spec.type is dict else items, source)
+        ctx.register_argument_container(container, source)
         return container
     if isinstance(spec, LazyListArg):
-        return ctx.unread_list(path, what, loc)
+        return ctx.unread_list(source, loc)
     if isinstance(spec, DatasetArg):
         return ctx.input_dataset(next(feed), spec.spec, spec.kind)
     if isinstance(spec, PointerArg):
-        return PyObjectRef(ctx.pointer_input(path), spec.cls, spec.samples, argument=True)
+        return PyObjectRef(ctx.pointer_input(source), spec.cls, spec.samples, argument=True)
     assert isinstance(spec, ObjectArg)
-    return ctx.read_heap(spec.obj, path, what, loc)
+    return ctx.read_heap(spec.obj, source, loc)
 
 
 def _labels(spec: SeqArg) -> list:
@@ -289,10 +277,10 @@ class _Flattener:
         self._params = ", ".join(f"a{i}" for i in range(nargs))
         self._indices: dict[int, int] = {}  # id(graph tensor) -> its output: one object per call
 
-    def _source(self, path: str) -> tuple:
-        """The object at ``path`` when the call started: eager's very object (an argument tensor
+    def _source(self, source: Source | str) -> tuple:
+        """The object at ``source`` when the call started: eager's very object (an argument tensor
         stored on ``self``, an attribute array returned), re-read from the call's arguments."""
-        getter = eval(compile(f"lambda {self._params}: {path}", "<janus source>", "eval"), self._ctx.guards.namespace)  # noqa: S307
+        getter = eval(compile(f"lambda {self._params}: {source}", "<janus source>", "eval"), self._ctx.guards.namespace)  # noqa: S307
         return ("source", getter)
 
     def __call__(self, value: object, loc: str) -> tuple:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from janus.assumptions.sources import Source
 from janus.graphgen.errors import NotConvertible
 
 _MISSING = object()
@@ -27,7 +28,7 @@ _MISSING = object()
 class Write:
     kind: str  # "setattr", "setitem", "append", "extend", "pop", "insert", "clear", "__delitem__", "call"
     target: object  # the object written to (for read-your-writes); for "call", the callable
-    path: str  # where the target object is re-read at commit time
+    source: Source | None  # where the target object is re-read at commit time (None: a call)
     key: object  # attribute name or item key (plain constant); unused for append/extend/print
     value: object  # the value written (tensor, PyNumber, static, or (args, kwargs) for a call)
     location: str
@@ -39,11 +40,11 @@ class HeapList:
     Only reading its contents (``len``, iteration, indexing) guards its length and elements.
     """
 
-    def __init__(self, real: list, path: str, what: str, loc: str, heap: HeapLog, read, check) -> None:
+    def __init__(self, real: list, source: Source, loc: str, heap: HeapLog, read, check) -> None:
         self.real = real
         self._check_straight_line = check  # ctx's: logged writes only from straight-line code
-        self.path = path
-        self.what = what
+        self.source = source
+        self.what = source.describe()
         self.loc = loc
         self._heap = heap
         self._read = read  # ctx.read_heap, for materialising elements with guards
@@ -52,7 +53,7 @@ class HeapList:
 
     def append(self, value: object) -> None:
         self._check_straight_line(self.loc)
-        self._heap.log(Write("append", self.real, self.path, None, value, self.loc))
+        self._heap.log(Write("append", self.real, self.source, None, value, self.loc))
         self._pending.append(("append", value))
         if self._items is not None:
             self._items.append(value)
@@ -60,7 +61,7 @@ class HeapList:
     def extend(self, values: object) -> None:
         values = list(values.materialize() if isinstance(values, HeapList) else values)
         self._check_straight_line(self.loc)
-        self._heap.log(Write("extend", self.real, self.path, None, values, self.loc))
+        self._heap.log(Write("extend", self.real, self.source, None, values, self.loc))
         self._pending.append(("extend", values))
         if self._items is not None:
             self._items.extend(values)
@@ -68,7 +69,7 @@ class HeapList:
     def materialize(self) -> list:
         """The list's current contents as this call sees them (guards the original contents)."""
         if self._items is None:
-            items = self._read(self.real, self.path, self.what, self.loc, None, materialize=True)
+            items = self._read(self.real, self.source, self.loc, None, materialize=True)
             for op, value in self._pending:
                 items.append(value) if op == "append" else items.extend(value)
             self._items = items
@@ -91,14 +92,14 @@ class HeapList:
             result = apply(self.materialize())  # the contents as this call sees them (guarded)
         except IndexError:
             raise NotConvertible(f"list.{kind}() raises IndexError here", self.loc) from None
-        self._heap.log(Write(kind, self.real, self.path, key, value, self.loc))
+        self._heap.log(Write(kind, self.real, self.source, key, value, self.loc))
         return result
 
     def setitem(self, key: object, value: object) -> None:
         self._check_straight_line(self.loc)
         items = self.materialize()
         items[key] = value
-        self._heap.log(Write("setitem", self.real, self.path, key, value, self.loc))
+        self._heap.log(Write("setitem", self.real, self.source, key, value, self.loc))
 
 
 @dataclasses.dataclass(eq=False)
@@ -144,21 +145,21 @@ class HeapLog:
         for i, write in enumerate(self.writes):
             value = value_code(i)
             if write.kind == "setattr":
-                lines.append(f"setattr({write.path}, {write.key!r}, {value})")
+                lines.append(f"setattr({write.source}, {write.key!r}, {value})")
             elif write.kind == "setitem":
-                lines.append(f"{write.path}[{const(write.key)}] = {value}")
+                lines.append(f"{write.source}[{const(write.key)}] = {value}")
             elif write.kind in ("append", "extend"):
-                lines.append(f"{write.path}.{write.kind}({value})")
+                lines.append(f"{write.source}.{write.kind}({value})")
             elif write.kind == "call":
                 lines.append(f"{const(write.target)}(*{value}[0], **{value}[1])")
             elif write.kind == "pop":
-                lines.append(f"{write.path}.pop({'' if write.key is None else const(write.key)})")
+                lines.append(f"{write.source}.pop({'' if write.key is None else const(write.key)})")
             elif write.kind == "insert":
-                lines.append(f"{write.path}.insert({write.key!r}, {value})")
+                lines.append(f"{write.source}.insert({write.key!r}, {value})")
             elif write.kind == "clear":
-                lines.append(f"{write.path}.clear()")
+                lines.append(f"{write.source}.clear()")
             elif write.kind == "__delitem__":
-                lines.append(f"del {write.path}[{const(write.key)}]")
+                lines.append(f"del {write.source}[{const(write.key)}]")
             else:  # pragma: no cover - the kinds above are all that is logged
                 raise NotConvertible(f"unknown heap write {write.kind}", write.location)
         params = ", ".join(["V", *(f"a{i}" for i in range(nargs))])

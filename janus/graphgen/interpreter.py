@@ -26,6 +26,8 @@ import tensorflow as tf
 from tensorflow.python.framework.ops import EagerTensor
 
 from janus import distributed
+from janus.assumptions.guards import GuardKind
+from janus.assumptions.sources import CallSource, CellSource, ConstSource, DefaultSource, GlobalSource
 from janus.config import config
 from janus.executor.replay import CallSite
 from janus.graphgen import control_flow, datasets, effects, handed, keras_layers, pynumber, recursion, sandbox
@@ -193,12 +195,8 @@ class Interpreter:
         generating)."""
         code = func.__code__
         positional = code.co_varnames[: code.co_argcount]
-        if name in positional:
-            index = positional.index(name) - (code.co_argcount - len(func.__defaults__))
-            path = f"{self.ctx.const(func)}.__defaults__[{index}]"
-        else:
-            path = f"{self.ctx.const(func)}.__kwdefaults__[{name!r}]"
-        return self.ctx.read_heap(value, path, f"default {name}", location(code))
+        index = positional.index(name) - (code.co_argcount - len(func.__defaults__)) if name in positional else None
+        return self.ctx.read_heap(value, DefaultSource(self.ctx.const(func), name, index), location(code))
 
     def run(self, func: types.FunctionType, arguments: dict[str, object], recursive_entry: bool = False) -> object:
         """Converts the body of ``func`` with its parameters bound to ``arguments``.
@@ -746,8 +744,8 @@ class Interpreter:
                 value = cell.cell_contents
             except ValueError:
                 raise NotConvertible(f"free variable {name!r} is unbound", loc) from None
-            path = f"{self.ctx.const(cell)}.cell_contents"
-            return self.ctx.read_heap(value, path, f"closure {name}", loc, (frame.code, node.lineno, (name, ())))
+            source = CellSource(self.ctx.const(cell), name)
+            return self.ctx.read_heap(value, source, loc, (frame.code, node.lineno, (name, ())))
         g = self.ctx.const(frame.func_globals)
         written = self.ctx.heap_value(frame.func_globals, name)
         if written is not MISSING:
@@ -755,9 +753,10 @@ class Interpreter:
         if name in frame.func_globals:
             value = frame.func_globals[name]
             profiled = (frame.code, node.lineno, (name, ()))
-            return self.ctx.read_heap(value, f"{g}[{name!r}]", f"global {name}", loc, profiled)
+            return self.ctx.read_heap(value, GlobalSource(g, name), loc, profiled)
         if hasattr(builtins, name):
-            self.ctx.guard(f"builtin {name}", f"{name!r} not in {g}", f"{name} is the builtin", loc)
+            described = f"{name} is the builtin"
+            self.ctx.guard(GuardKind.KEY_ABSENT, ConstSource(g, "globals"), name, f"builtin {name}", loc, described)
             return getattr(builtins, name)
         raise NotConvertible(f"name {name!r} is not defined", loc)
 
@@ -1144,7 +1143,8 @@ class Interpreter:
         args = [self._runtime_value(v, loc, keep_variables=fn_sets_step(deferred)) for v in deferred.args]
         kwargs = {k: self._runtime_value(v, loc) for k, v in deferred.kwargs.items()}
         for probe, expected, what in deferred.guards:
-            self.ctx.guard(f"{what}@{loc}", f"{self.ctx.const(probe)}() == {self.ctx.const(expected)}", what, loc)
+            probed = CallSource(self.ctx.const(probe), (), what)
+            self.ctx.guard(GuardKind.EQUALS_MATCH, probed, expected, f"{what}@{loc}", loc, what)
         self.ctx.defer_call(deferred.fn, tuple(args), kwargs, loc)
         self.ctx.note(f"{verdict.name}() at {loc} is deferred: made after the graph ran, with its values")
         return None

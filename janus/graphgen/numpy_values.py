@@ -15,12 +15,14 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from janus.assumptions.sources import Source
+
 
 class NumpyArray:
     """An ndarray at ``path``, of a guarded dtype and shape, known by value only at run time."""
 
-    def __init__(self, path: str, sample: np.ndarray, feed) -> None:
-        self.path = path
+    def __init__(self, source: Source, sample: np.ndarray, feed) -> None:
+        self.source = source
         self.sample = sample  # the array seen while generating: gives dtype and shape only
         self._feed = feed  # ctx.array_input: an eager placeholder that prepare() fills from path
         self._placeholder: tf.Tensor | None = None
@@ -42,7 +44,7 @@ class NumpyArray:
 
     def tensor(self) -> tf.Tensor:
         if self._placeholder is None:
-            self._placeholder = self._feed(self.path, self.sample)
+            self._placeholder = self._feed(self.source, self.sample)
         return tf.identity(self._placeholder)
 
 
@@ -64,8 +66,3 @@ tf.register_tensor_conversion_function(NumpyArray, _convert)
 def array_to_tensor(array: np.ndarray) -> tf.Tensor:
     """The graph input for an array, made in ``prepare()`` before each call."""
     return tf.constant(array)
-
-
-def array_guard(path: str, array: np.ndarray, const) -> str:
-    kind = f"type({path}) is {const(np.ndarray)} and {path}.dtype == {const(array.dtype)}"
-    return f"{kind} and {path}.shape == {array.shape!r}"

@@ -34,13 +34,13 @@ from tensorflow.python.framework import auto_control_deps, ops
 from tensorflow.python.framework import func_graph as func_graph_module
 from tensorflow.python.framework.ops import EagerTensor
 
+from janus.assumptions.specs import merge_shapes
 from janus.config import config
 from janus.graphgen import recursion_grad
 from janus.graphgen.errors import NotConvertible
 from janus.graphgen.heap import PyObjectRef
 from janus.graphgen.pynumber import PyNumber
 from janus.graphgen.source import location
-from janus.graphgen.specs import merge_shapes
 from janus.graphgen.values import is_symbolic, is_user_object
 from janus.ops.assert_op import _ops
 from janus.profiler.observe import ScalarObs, SeqObs, TensorObs
