@@ -376,11 +376,13 @@ class JitFunction:
                     self._go_imperative(err.reason, err.location, err.kind)
                 return  # no graph yet: the next call is profiled and tries again
             except NotConvertible as err:
-                if self._unpoint_lists(specs, err):
+                if self._constant_flags(err) or self._unpoint_lists(specs, err):
                     continue
                 self._go_imperative(err.reason, err.location, err.kind)
                 return
             except GenerationError as err:
+                if self._constant_flags(err):
+                    continue
                 self._go_imperative(f"graph build failed: {err}", err.location, "build failed")
                 return
             except Exception as err:  # a bug in janus: never let it change the user's result
@@ -405,6 +407,13 @@ class JitFunction:
         log.info("janus: built graph %d for %s in %.3fs", self.stats.graphs_built, self.fn.__qualname__,
                  graph.build_seconds)  # fmt: skip
         _dump(self, graph)
+
+    def _constant_flags(self, err: NotConvertible | GenerationError) -> bool:
+        """Bools fed at run time (train/eval flags) in a build that failed: the next build takes
+        them as constants, a graph per value, as before the rung."""
+        for key in err.runtime_flags:
+            self._fail(f"{key}:constant", f"a bool fed at run time cannot be used here: {err.reason} ({err.location})")
+        return bool(err.runtime_flags)
 
     def _unpoint_lists(self, specs: list[ArgSpec], err: NotConvertible) -> bool:
         """A list argument passed by pointer (a batch of trees) whose use could not be converted
@@ -475,6 +484,8 @@ def _failed_before_writes(err: tf.errors.OpError, before_writes: frozenset[str])
 
 
 def _value_failures(spec: ArgSpec, failures: collections.Counter, key: str) -> bool:
+    if isinstance(spec, ConstArg) and spec.type is bool:  # a flag: a graph per value (max_graphs, budget)
+        return False
     if isinstance(spec, ConstArg):
         return failures[f"{key}:value"] >= config.max_failures
     if isinstance(spec, SeqArg):

@@ -34,7 +34,9 @@ class ConstArg:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class NumberArg:
-    """A Python float (int) relaxed from its value to its type: fed as a float64 (int64) scalar."""
+    """A Python float (int, bool) relaxed from its value to its type: fed as a float64 (int64,
+    bool) scalar. A bool that flips between calls becomes one (its ``if`` a ``tf.cond``) until the
+    code uses it where only a constant can go (``:constant`` failed)."""
 
     type: type
 
@@ -117,6 +119,10 @@ def derive(
             latest.value is not None and failures(f"{path}:value") == 0 and all(latest.same_value(o) for o in alike)
         )
         return TensorArg(latest.dtype, shape, latest.value if constant else None)
+    if isinstance(latest, ScalarObs) and latest.type is bool and failures(f"{path}:constant") == 0:
+        both = {o.value for o in same_kind if o.type is bool} == {True, False}
+        if both or failures(f"{path}:value"):  # train/eval, seen both ways: fed at run time
+            return NumberArg(bool)
     if isinstance(latest, ScalarObs):
         relaxable = latest.type is float or latest.type is int and abs(latest.value) < 2**31
         if relaxable and failures(f"{path}:value") >= max_failures:

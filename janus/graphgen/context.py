@@ -53,6 +53,7 @@ class GenerationContext:
         self.guards = GuardBuilder()
         self.assumptions: dict[int, Assumption] = {}
         self.assert_ops: list[tf.Operation] = []
+        self.runtime_flags: list[str] = []  # keys of bools fed at run time (their ifs become tf.cond)
         self.heap_tensors: dict[int, Source | str] = {}  # id(eager tensor) -> its source, or its feed in prepare()
         self._heap_containers: set[int] = set()
         self._paths: dict[int, Source] = {}  # id(guarded object) -> a source that re-reads it
@@ -152,7 +153,9 @@ class GenerationContext:
         what = source.describe()
         key = f"{what}@{loc}"
         keeps_changing = profiled is not None and self._varied(profiled) or self.failures(key) >= config.max_failures
-        if is_plain(value) and keeps_changing and type(value) is not bool:  # a flag: one graph per value
+        if type(value) is bool and self._flipped(profiled, key) and not self.failures(f"{key}:constant"):
+            return self.runtime_flag(source, key, loc)
+        if is_plain(value) and keeps_changing and type(value) is not bool:  # a flag, as a constant: a graph per value
             if type(value) in (float, int):
                 self.guard(GuardKind.NUMBER_TYPE, source, type(value), key, loc)
                 return self.number_input(source, type(value))
@@ -303,15 +306,28 @@ class GenerationContext:
             path = self.heap_tensors.get(id(value)) or self._paths.get(id(value))
         return path
 
+    def runtime_flag(self, source: Source, key: str, loc: str) -> PyNumber:
+        """A bool that flips between calls (train/eval), fed at run time: an ``if`` on it becomes a
+        ``tf.cond``, one graph for both values. If the code uses it where a run-time bool cannot go
+        (a library's Python ``if``), the build is retried with the bool as a constant (``key:constant``)."""
+        self.runtime_flags.append(key)
+        self.guard(GuardKind.NUMBER_TYPE, source, bool, key, loc)
+        return self.number_input(source, bool)
+
     def number_input(self, source: Source, kind: type = float) -> PyNumber:
-        """A Python float (int) re-read from ``source`` every call and fed to the graph as float64 (int64)."""
-        dtype = tf.float64 if kind is float else tf.int64
+        """A Python float (int, bool) re-read from ``source`` every call and fed to the graph as a
+        float64 (int64, bool) scalar."""
+        dtype, feed = _FEEDS[kind]
         with tf.init_scope():  # an eager tensor, captured as an input that prepare() feeds
-            placeholder_value = tf.constant(0, dtype)
-        feed = _to_float64 if kind is float else _to_int64
+            placeholder_value = tf.constant(False) if kind is bool else tf.constant(0, dtype)
         self.heap_tensors[id(placeholder_value)] = f"{self.const(feed)}({source})"
         self._keep.append(placeholder_value)
         return PyNumber(tf.identity(placeholder_value), kind)
+
+    def _flipped(self, profiled: tuple | None, key: str) -> bool:
+        """A bool read that had both values while profiled, or whose value guard failed."""
+        seen = {repr(o) for o in self.profile.heap_reads.get(profiled, ())} if profiled is not None else set()
+        return len(seen) > 1 or self.failures(key) > 0
 
     def _varied(self, profiled: tuple) -> bool:
         """The read changed value at least twice while profiled: it keeps changing."""
@@ -957,6 +973,9 @@ def _to_bool(value: bool) -> tf.Tensor:
 
 def _to_int64(value: int) -> tf.Tensor:
     return tf.constant(np.int64(value))
+
+
+_FEEDS = {float: (tf.float64, _to_float64), int: (tf.int64, _to_int64), bool: (tf.bool, _to_bool)}
 
 
 _MISSING = object()

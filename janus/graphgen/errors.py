@@ -35,6 +35,7 @@ class NotConvertible(Exception):
     """
 
     kind = ""
+    runtime_flags: tuple[str, ...] = ()  # keys of the bools the failed build fed at run time
 
     def __init__(self, reason: str, location: str = "", kind: str = "") -> None:
         super().__init__(f"{reason} ({location})" if location else reason)
@@ -60,8 +61,11 @@ class RaisesHere(NotConvertible):
 class GenerationError(Exception):
     """A library call or janus itself failed while building the graph."""
 
+    runtime_flags: tuple[str, ...] = ()  # as NotConvertible's: a library's `if` on a run-time bool
+
     def __init__(self, message: str, location: str = "") -> None:
         super().__init__(f"{message} ({location})" if location else message)
+        self.reason = message
         self.location = location
 
 

@@ -33,7 +33,7 @@ from janus.assumptions.specs import (
 from janus.graphgen import datasets
 from janus.graphgen.context import GenerationContext, LateRead
 from janus.graphgen.control_flow import TensorList
-from janus.graphgen.errors import NotConvertible
+from janus.graphgen.errors import GenerationError, NotConvertible
 from janus.graphgen.formatted import Formatted
 from janus.graphgen.heap import HeapList, PyObjectRef
 from janus.graphgen.interpreter import Interpreter
@@ -131,7 +131,11 @@ def generate(
         return outputs
 
     driver.__name__ = f"{func.__name__}_janus"
-    concrete = tf.function(driver, input_signature=signature, autograph=False).get_concrete_function()
+    try:
+        concrete = tf.function(driver, input_signature=signature, autograph=False).get_concrete_function()
+    except (NotConvertible, GenerationError) as err:
+        err.runtime_flags = tuple(ctx.runtime_flags)  # the driver retries with them as constants
+        raise
     heap_paths = ctx.heap_tensors
     captures = []
     for captured in concrete.captured_inputs:
@@ -238,6 +242,8 @@ def _argument_value(ctx: GenerationContext, spec: ArgSpec, source: Source, loc: 
         return placeholder
     if isinstance(spec, ConstArg):
         return spec.value
+    if isinstance(spec, NumberArg) and spec.type is bool:
+        return ctx.runtime_flag(source, f"{source.describe()}@{loc}", loc)
     if isinstance(spec, NumberArg):
         return ctx.number_input(source, spec.type)
     if isinstance(spec, SeqArg):

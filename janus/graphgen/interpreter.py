@@ -393,7 +393,7 @@ class Interpreter:
                     return control_flow.convert_cond(self, frame, node, value, list(rest), tail)
             except NotConvertible as err:  # `if step % 100 == 0: history.append(loss)`: effects in a branch
                 taken = self.ctx.majority_branch(frame.code, node) if err.kind in _SPECULABLE else None
-                if taken is None:
+                if taken is None or self.ctx.runtime_flags:  # flags fed at run time: retried as constants
                     raise
                 frame.locals.clear()
                 frame.locals.update(saved)
@@ -1244,6 +1244,10 @@ class Interpreter:
         """A Python number unknown while generating, as eager's convert_to_tensor would make it."""
         if isinstance(value, HeapList):
             value = value.materialize()
+        if isinstance(value, PyNumber) and value.type is bool and self.ctx.runtime_flags:
+            # a Keras `training=` or a `keepdims=` takes a Python bool, and a library may branch on it
+            # in Python (tf_keras reads a tensor there as a constant): the build is retried with flags constant
+            raise NotConvertible("a bool known only at run time passed to a library call", loc)
         if isinstance(value, PyNumber):
             return pynumber.as_default_tensor(
                 value, lambda c: self.ctx.check(c, f"int32 range@{loc}", "fits int32", loc)
