@@ -26,7 +26,9 @@ import gast
 import tensorflow as tf
 from tensorflow.python.framework import func_graph as func_graph_module
 from tensorflow.python.framework.ops import EagerTensor
+from tensorflow.python.ops import tensor_array_ops
 
+from janus.graphgen import tensor_arrays
 from janus.graphgen.errors import GenerationError, NotConvertible
 from janus.graphgen.heap import PyObjectRef
 from janus.graphgen.ordering import is_state_write
@@ -114,12 +116,21 @@ def flatten(value: object, tensors: list) -> object:
     if isinstance(value, PyObjectRef):  # an object known only at run time: its pointer crosses
         tensors.append(value.pointer)
         return _Leaf("pointer", _PointerKind(value.cls, value.optional, value.argument, value.samples))
+    if isinstance(value, tf.TensorArray):  # the user's own: `ta = ta.write(i, h)`, as tf.while_loop carries it
+        tensors.append(value.flow)
+        return _Leaf("tensor_array", _ArrayKind(value.dtype, value))
     if is_symbolic(value) or isinstance(value, EagerTensor):
         tensors.append(value)
         return _Leaf("tensor")
     if type(value) in (tuple, list):
         return (type(value), tuple(flatten(v, tensors) for v in value))
     return _Leaf("static", value)
+
+
+@dataclasses.dataclass(frozen=True)
+class _ArrayKind:
+    dtype: tf.DType
+    array: tf.TensorArray = dataclasses.field(compare=False)  # its settings, for the one a new flow makes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,6 +153,10 @@ def unflatten(template: object, tensors: list) -> object:
             if t.kind == "pointer":
                 kind = t.extra
                 return PyObjectRef(next(feed), kind.cls, kind.samples, kind.optional, kind.argument)
+            if t.kind == "tensor_array":
+                array = tensor_array_ops.build_ta_with_new_flow(t.extra.array, next(feed))
+                tensor_arrays.derived(array, t.extra.array)
+                return array
             if t.kind == "list":
                 dtype, shape = t.extra
                 flow, size = next(feed), next(feed)

@@ -48,6 +48,7 @@ from janus.graphgen.ordering import (
 from janus.graphgen.pynumber import PyNumber, to_python
 from janus.graphgen.source import location
 from janus.graphgen.values import is_symbolic
+from janus.profiler.observe import is_plain_namedtuple
 from janus.profiler.profile import Profile
 
 
@@ -250,6 +251,8 @@ def _argument_value(ctx: GenerationContext, spec: ArgSpec, source: Source, loc: 
         items = [_argument_value(ctx, s, source.item(label), loc, feed) for label, s in zip(_labels(spec), spec.items)]
         if spec.type is tuple:
             return tuple(items)
+        if is_plain_namedtuple(spec.type):  # a namedtuple argument stays one (its fields, tf.nest)
+            return spec.type(*items)
         container = ctx.mark_heap_container(dict(zip(spec.keys, items)) if spec.type is dict else items, source)
         ctx.register_argument_container(container, source)
         return container
@@ -312,6 +315,8 @@ class _Flattener:
             return ("late", value)
         if type(value) in (list, tuple):
             return (type(value).__name__, (id(value), [self(v, loc) for v in value]))
+        if is_plain_namedtuple(type(value)):
+            return ("namedtuple", (id(value), (type(value), [self(v, loc) for v in value])))
         if type(value) is dict:
             return ("dict", (id(value), [(k, self(v, loc)) for k, v in value.items()]))
         if isinstance(value, np.ndarray) and self._ctx.path_of(value) is None:
@@ -333,6 +338,8 @@ class _Flattener:
             return ("const", value.real)  # the same list object eager returns (writes are committed to it)
         if isinstance(value, PyObjectRef):
             raise NotConvertible("returns an object known only at run time", loc)
+        if any(is_symbolic(leaf) for leaf in tf.nest.flatten(value)):  # a graph tensor must not escape
+            raise NotConvertible(f"returns a {type(value).__name__} holding tensors made by the graph", loc)
         return ("const", value)
 
 
@@ -382,6 +389,10 @@ def _pack(template: tuple, outs: list, memo: dict, args: tuple) -> object:
         memo[key] = mapping
         mapping.update((k, _pack(t, outs, memo, args)) for k, t in items)
         return mapping
+    if kind == "namedtuple":
+        cls, fields = items
+        memo[key] = packed = cls(*(_pack(t, outs, memo, args) for t in fields))
+        return packed
     if kind == "list":
         sequence: list = []
         memo[key] = sequence

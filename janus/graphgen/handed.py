@@ -36,7 +36,7 @@ import gast
 import numpy as np
 import tensorflow as tf
 
-from janus.graphgen.errors import NotConvertible
+from janus.graphgen.errors import NotConvertible, RaisesHere
 from janus.graphgen.ordering import is_control_flow
 from janus.source import purity
 from janus.source.library import is_user_function
@@ -126,6 +126,7 @@ def _contracts() -> tuple[tuple[object, _Contract], ...]:
         (tf.cond, _Contract("tf.cond", {"true_fn": _tensors, "false_fn": _tensors}, called_now=_branch_taken_now)),
         (tf.switch_case, _Contract("tf.switch_case", {"branch_fns": _tensors, "default": _tensors})),
         (tf.map_fn, _Contract("tf.map_fn", one)),
+        (tf.vectorized_map, _Contract("tf.vectorized_map", one)),
         (tf.scan, _Contract("tf.scan", one)),
         (tf.foldl, _Contract("tf.foldl", one)),
         (tf.foldr, _Contract("tf.foldr", one)),
@@ -209,6 +210,8 @@ def call(
 ) -> object:
     """``callee(*args, **kwargs)``, a TF API handed functions: each is converted when TF calls it.
     ``statement``: the call's result is unused."""
+    if callee is tf.nest.map_structure:
+        return _map_structure(interp, frame, node, args, kwargs, loc)
     contract = _contract(callee)
     if contract is None:
         api = purity.qualified_name(callee)
@@ -266,6 +269,36 @@ def call(
     if any(fn.asserted for fn in handed):
         _order_after_assertions(interp, graph.get_operations()[first:], api, loc)
     return None if contract.statement_only else result
+
+
+def _map_structure(interp: Interpreter, frame: Frame, node: gast.AST, args: list, kwargs: dict, loc: str) -> object:
+    """``tf.nest.map_structure(fn, *structures)``: plain Python in eager, calling ``fn`` once per leaf in
+    ``tf.nest.flatten`` order, right there: each call is converted inline, as a call of ``fn`` would be
+    (no region: its effects happen as eager's do)."""
+    if not args or set(kwargs) - {"check_types", "expand_composites"} or kwargs.get("expand_composites"):
+        raise NotConvertible("tf.nest.map_structure() with arguments janus does not convert", loc)
+    fn, *structures = args
+    if not structures:
+        raise NotConvertible("tf.nest.map_structure() without a structure (eager raises)", loc)
+    structures = [_materialized(s) for s in structures]
+    try:
+        for other in structures[1:]:
+            tf.nest.assert_same_structure(structures[0], other, check_types=kwargs.get("check_types", True))
+    except (TypeError, ValueError) as err:
+        raise RaisesHere(f"tf.nest.map_structure() raises {type(err).__name__} in eager", loc) from None
+    results = [interp.call(frame, node, fn, list(leaves), {}) for leaves in zip(*map(tf.nest.flatten, structures))]
+    return tf.nest.pack_sequence_as(structures[0], results)
+
+
+def _materialized(value: object) -> object:
+    """Heap lists as this call sees them, through lists, tuples and dicts."""
+    if hasattr(value, "materialize"):
+        value = value.materialize()
+    if type(value) in (list, tuple):
+        return type(value)(_materialized(v) for v in value)
+    if type(value) is dict:
+        return {k: _materialized(v) for k, v in value.items()}
+    return value
 
 
 @contextlib.contextmanager

@@ -30,7 +30,17 @@ from janus.assumptions.guards import GuardKind
 from janus.assumptions.sources import CallSource, CellSource, ConstSource, DefaultSource, GlobalSource
 from janus.config import config
 from janus.executor.replay import CallSite
-from janus.graphgen import control_flow, datasets, effects, handed, keras_layers, pynumber, recursion, sandbox
+from janus.graphgen import (
+    control_flow,
+    datasets,
+    effects,
+    handed,
+    keras_layers,
+    pynumber,
+    recursion,
+    sandbox,
+    tensor_arrays,
+)
 from janus.graphgen.context import NOT_LOGGED, READ_ONLY_METHODS, GenerationContext, LateRead, snapshot
 from janus.graphgen.control_flow import SymbolicRange, TensorList, escapes
 from janus.graphgen.errors import NeedsStaticShape, NotConvertible, RaisesHere
@@ -41,6 +51,7 @@ from janus.graphgen.pynumber import OptionalNumber, PyNumber
 from janus.graphgen.source import function_ast, location
 from janus.graphgen.values import is_plain, is_safe_operand, is_symbolic, is_user_object
 from janus.profiler.heapreads import chain_of
+from janus.profiler.observe import is_plain_namedtuple
 from janus.source import purity
 from janus.source.library import is_library_code, is_library_object, is_user_function
 from janus.source.purity import Effect
@@ -1100,6 +1111,9 @@ class Interpreter:
             return self.call_function(call_impl, [callee, *args], kwargs)
         if keras_layers.is_keras_layer(callee):
             return self._call_keras_layer(callee, args, kwargs, loc)
+        if is_plain_namedtuple(callee):  # `Pair(mean, var)`: stores its arguments, nothing else runs
+            self.ctx.guard_class_attribute(callee, "__new__", callee.__new__, loc)
+            return callee(*args, **kwargs)
         if not is_library_object(callee) and not keras_layers.is_library_call_of_layer(callee):
             kind = "class" if isinstance(callee, type) else type(callee).__name__
             raise NotConvertible(f"call of user {kind} {getattr(callee, '__qualname__', '')}".rstrip(), loc)
@@ -1210,11 +1224,16 @@ class Interpreter:
         for value in (*args, *kwargs.values()):
             self.ctx.check_library_argument(value, loc)
         label = getattr(callee, "__qualname__", None) or type(callee).__qualname__
+        tensor_arrays.check_call(callee, loc)
         if _is_tape_gradient(callee):  # eager's gradient of a variable this call never read is None
             sources = args[1] if len(args) > 1 else kwargs.get("sources")
             self.ctx.check_touched([v for v in tf.nest.flatten(sources) if isinstance(v, tf.Variable)], loc)
         with sandbox.library_call(label, loc):
             result = self.ctx.record_call(label, callee, tuple(args), kwargs, loc)
+        if callee is tf.TensorArray:
+            tensor_arrays.created(result, kwargs)
+        elif isinstance(getattr(callee, "__self__", None), tf.TensorArray):
+            tensor_arrays.derived(result, callee.__self__)
         hvd = distributed.horovod()
         if hvd is not None and distributed.is_plain_tape_gradient(callee):  # data-parallel: average here
             result = self.ctx.record_call("hvd.allreduce", distributed.average, (result, hvd), {}, loc)

@@ -61,7 +61,7 @@ def observe(value: object) -> Observation:
         return TensorObs(value.dtype, tuple(value.shape), value.numpy() if keep else None)
     if type(value) in SCALAR_TYPES:
         return ScalarObs(type(value), value)
-    if type(value) in (tuple, list):
+    if type(value) in (tuple, list) or is_plain_namedtuple(type(value)):
         return SeqObs(type(value), tuple(observe(v) for v in value))
     if type(value) is dict and all(type(k) in SCALAR_TYPES for k in value):
         return SeqObs(dict, tuple(observe(v) for v in value.values()), tuple(value))
@@ -76,3 +76,18 @@ def observe_read(value: object) -> Observation | tuple[str, str, int]:
     if type(value) in SCALAR_TYPES or isinstance(value, tf.Tensor):
         return observe(value)
     return ("object", type(value).__qualname__, id(value))
+
+
+def is_plain_namedtuple(callee: object) -> bool:
+    """A ``collections.namedtuple``/``typing.NamedTuple`` class whose construction runs only the
+    generated ``__new__`` (no ``__init__`` or ``__new__`` of the user's own)."""
+    if not (isinstance(callee, type) and issubclass(callee, tuple) and hasattr(callee, "_fields")):
+        return False
+    for cls in callee.__mro__[: callee.__mro__.index(tuple)]:
+        if "__init__" in cls.__dict__:
+            return False
+        new = cls.__dict__.get("__new__")
+        new = getattr(new, "__func__", new)  # a staticmethod in the class dict
+        if new is not None and getattr(getattr(new, "__code__", None), "co_filename", None) != "<string>":
+            return False
+    return True
