@@ -49,7 +49,11 @@ def differentiate(rf: RecursiveFunction, graph, loc: str) -> None:
     # Dense first; gradients that come out sparse (embedding tables) are then declared sparse.
     kinds = ["dense"] * len(rf.trainable_inputs)
     for _attempt in range(3):
-        actual = _build_backward(rf, graph, kinds, loc)
+        try:
+            actual = _build_backward(rf, graph, kinds, loc)
+        except LookupError as err:  # a persistent tape open around the call records the backward's own ops
+            why = str(err).split(". ")[0]
+            raise NotConvertible(f"the gradient of a recursive function cannot be built here ({why})", loc) from None
         if actual == kinds:
             return
         kinds = actual
