@@ -228,3 +228,59 @@ def test_enumerate_over_batches_of_any_size():
 
     jitted = run_differential(make, batches(9, [3, 3, 3, 2, 1, 3, 2]), min_graph_calls=3)
     assert janus.stats(jitted)["graphs_built"] == 1
+
+
+def comprehension_program(reduce):
+    def make():
+        model = Encoder()
+
+        def step(batch):
+            with tf.GradientTape() as tape:
+                losses = [
+                    tf.reduce_sum(
+                        tf.nn.sparse_softmax_cross_entropy_with_logits([t.label], model.encode(t) @ model.out)
+                    )
+                    for t in batch
+                ]
+                loss = reduce(losses)
+            grads = tape.gradient(loss, model.variables)
+            for v, g in zip(model.variables, grads):
+                v.assign_sub(0.1 * tf.convert_to_tensor(g))
+            return loss
+
+        return step, lambda: [v.numpy() for v in model.variables]
+
+    return make
+
+
+@pytest.mark.parametrize(
+    "reduce",
+    [
+        lambda losses: tf.add_n(losses) / len(losses),
+        lambda losses: sum(losses) / len(losses),
+        lambda losses: tf.reduce_mean(tf.stack(losses)),
+        lambda losses: tf.reduce_sum(losses),
+    ],
+    ids=["add_n", "sum", "reduce_mean_stack", "reduce_sum_list"],
+)
+def test_a_comprehension_over_batches_of_any_length_is_one_graph(reduce):
+    """`losses = [loss(t) for t in batch]`: batches of 1 to 4 trees, then a longer one (the bound
+    doubles: a second graph), and an empty one (eager raises or divides by zero, and so does janus:
+    the rebuild after it makes the same graph, which is kept; empty batches run eagerly)."""
+    calls = batches(11, [3, 2, 4, 1, 3, 2, 4, 3, 7, 2, 5, 0, 3, 0, 4])
+    jitted = run_differential(comprehension_program(reduce), calls, min_graph_calls=9)
+    assert janus.stats(jitted)["graphs_built"] <= 3
+
+
+def test_a_comprehension_over_enumerate_of_a_batch_with_python_indices():
+    def make():
+        model = Encoder()
+
+        def step(batch):
+            weighted = [tf.reduce_sum(model.encode(t)) * (i + 1) for i, t in enumerate(batch, 1)]
+            return tf.add_n(weighted), len(weighted)
+
+        return step, lambda: None
+
+    jitted = run_differential(make, batches(12, [3, 2, 3, 1, 2, 3]), min_graph_calls=3)
+    assert janus.stats(jitted)["graphs_built"] == 1

@@ -31,6 +31,7 @@ from janus.assumptions.specs import (
     TensorArg,
 )
 from janus.graphgen import datasets
+from janus.graphgen.batch_lists import BatchList
 from janus.graphgen.context import GenerationContext, LateRead
 from janus.graphgen.control_flow import TensorList
 from janus.graphgen.errors import GenerationError, NotConvertible
@@ -332,7 +333,7 @@ class _Flattener:
             return ("const", value)  # a variable read from the heap: the same object, as in eager
         if isinstance(value, (tf.Tensor, tf.__internal__.CompositeTensor)):
             raise NotConvertible(f"returns an unsupported tensor type {type(value).__name__}", loc)
-        if isinstance(value, TensorList):
+        if isinstance(value, (TensorList, BatchList)):
             raise NotConvertible("returns a list whose length is only known at run time", loc)
         if isinstance(value, HeapList):
             return ("const", value.real)  # the same list object eager returns (writes are committed to it)

@@ -31,6 +31,7 @@ from janus.assumptions.sources import CallSource, CellSource, ConstSource, Defau
 from janus.config import config
 from janus.executor.replay import CallSite
 from janus.graphgen import (
+    batch_lists,
     control_flow,
     datasets,
     effects,
@@ -41,6 +42,7 @@ from janus.graphgen import (
     sandbox,
     tensor_arrays,
 )
+from janus.graphgen.batch_lists import BatchList
 from janus.graphgen.context import NOT_LOGGED, READ_ONLY_METHODS, GenerationContext, LateRead, snapshot
 from janus.graphgen.control_flow import SymbolicRange, TensorList, escapes
 from janus.graphgen.errors import NeedsStaticShape, NotConvertible, RaisesHere
@@ -993,15 +995,20 @@ class Interpreter:
             return join_fstring(tuple(layout), *values)
         return self._formatted(functools.partial(join_fstring, tuple(layout)), values, {}, self.loc(frame, node))
 
-    def _comprehension(self, frame: Frame, node: gast.AST, produce: Callable[[Frame], None]) -> None:
-        scope = _comprehension_scope(frame, node)
+    def _comprehension(
+        self, frame: Frame, node: gast.AST, produce: Callable[[Frame], None], scope: Frame | None = None,
+        first: object = MISSING,
+    ) -> None:  # fmt: skip
+        """Unrolls the comprehension; ``scope`` and ``first`` (its first iterable) if already evaluated."""
+        scope = scope or _comprehension_scope(frame, node)
 
         def loop(generators: list) -> None:
             if not generators:
                 produce(scope)
                 return
             gen = generators[0]
-            for item in self.iterate(scope, gen, self.eval(scope, gen.iter)):
+            iterable = first if gen is node.generators[0] and first is not MISSING else self.eval(scope, gen.iter)
+            for item in self.iterate(scope, gen, iterable):
                 self.assign(scope, gen.target, item)
                 if all(self.static_truth(scope, gen, self._static(scope, cond)) for cond in gen.ifs):
                     loop(generators[1:])
@@ -1015,9 +1022,24 @@ class Interpreter:
         return value
 
     def _expr_ListComp(self, frame: Frame, node: gast.ListComp) -> object:
-        out: list = []
+        generator = node.generators[0]
+        if len(node.generators) == 1 and not generator.ifs:
+            scope = _comprehension_scope(frame, node)
+            iterable = self.eval(scope, generator.iter)
+            batch = iterable.batch if isinstance(iterable, BatchItems) else iterable
+            if isinstance(batch, PyObjectRef) and batch.cls is list and batch.argument:
+                start = iterable.start if isinstance(iterable, BatchItems) else None
+                return batch_lists.comprehension(self, scope, node, batch, start, self.loc(frame, node))
+            out: list = []
+            self._comprehension(frame, node, lambda s: out.append(self.eval(s, node.elt)), scope, iterable)
+            return out
+        out = []
         self._comprehension(frame, node, lambda s: out.append(self.eval(s, node.elt)))
         return out
+
+    def loop_item(self, target: gast.expr, element: Callable[[], object]) -> gast.stmt:
+        """A statement binding ``target`` to ``element()``: a loop iteration's first, made a branch."""
+        return LoopItem(target, element)
 
     def _expr_SetComp(self, frame: Frame, node: gast.SetComp) -> object:
         out: set = set()
@@ -1217,6 +1239,8 @@ class Interpreter:
             self.ctx.guard_keras_config(loc)
         if any(isinstance(v, TensorList) for v in (*args, *kwargs.values())):
             return self._tensor_list_call(callee, args, kwargs, loc)
+        if any(isinstance(v, BatchList) for v in (*args, *kwargs.values())):
+            callee, args, kwargs = batch_lists.library_call(callee, args, kwargs, loc)
         if callee is tf.constant and len(args) == 1 and not kwargs and pynumber.involves(tf.nest.flatten(args[0])):
             callee = tf.convert_to_tensor  # tf.constant(x) of numbers known at run time: the same tensor
         args = [self._library_value(v, loc) for v in args]
@@ -1294,6 +1318,12 @@ class Interpreter:
     def _call_builtin(
         self, frame: Frame, node: gast.AST, callee: Callable, args: list, kwargs: dict, loc: str
     ) -> object:
+        if any(isinstance(v, BatchList) for v in (*args, *kwargs.values())):
+            if callee is len and len(args) == 1 and not kwargs:
+                return PyNumber(args[0].count, int)
+            if callee is sum and len(args) == 1 and not kwargs:
+                return args[0].total()
+            raise NotConvertible(f"{callee.__name__}() of a list built over a batch passed by pointer", loc)
         if callee is enumerate and args and isinstance(args[0], PyObjectRef) and args[0].argument:
             start = kwargs.get("start", args[1] if len(args) > 1 else 0)
             if args[0].cls is not list or len(args) + len(kwargs) > 2 or type(start) is not int:
@@ -1662,7 +1692,7 @@ def _has_identity_at_run_time(value: object) -> bool:
 
 def _is_value_kind(value: object) -> bool:
     """janus's own stand-ins for values known only at run time (a heap object, a loop's list)."""
-    return isinstance(value, (PyObjectRef, TensorList, SymbolicRange, LateRead, DatasetItems, BatchItems))
+    return isinstance(value, (PyObjectRef, TensorList, SymbolicRange, LateRead, DatasetItems, BatchItems, BatchList))
 
 
 def _always_raises(block: list) -> bool:
