@@ -282,6 +282,12 @@ class JitFunction:
         self.stats.count("assumption_failures", "fallbacks")
         if key in runner.graph.tolerated:  # rebuilding made this graph again: this call is eager's alone
             return self._eager_timed(args, kwargs)
+        if assumption is not None and assumption.final:  # no other graph could serve it
+            with self._lock:
+                if key not in runner.graph.tolerated:
+                    runner.graph.tolerated.add(key)
+                    self._fail(key, f"JanusAssert failed: {assumption.description} (such calls run eagerly)")
+            return self._eager_timed(args, kwargs)
         if self._over_budget():  # the graph stays for the calls it serves; no new one for this call
             self._say_over_budget()
             return self._eager_timed(args, kwargs)

@@ -13,3 +13,4 @@ class Assumption:
     key: str  # stable across regenerations (for failure counting)
     description: str
     location: str
+    final: bool = False  # no rung relaxes it: a call that breaks it is eager's alone, the graph stays

@@ -60,7 +60,8 @@ def comprehension(
     if bound > config.max_unroll:
         raise NotConvertible(f"a comprehension over a list passed by pointer longer than {config.max_unroll}", loc)
     ctx.check(lambda: count <= bound, bound_key, f"the list has at most {bound} items", loc)
-    ctx.check(lambda: count >= 1, once_key, "the list is not empty", loc)
+    # an empty batch makes [] (sum() an int 0, tf.add_n raise): no graph can, so such calls run eagerly
+    ctx.check(lambda: count >= 1, once_key, "the list is not empty", loc, final=True)
 
     def item(i: int) -> object:
         element = ctx.heap_get_item(batch, PyNumber(tf.constant(i, tf.int64), int), loc)

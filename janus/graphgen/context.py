@@ -838,9 +838,11 @@ class GenerationContext:
             return None
         return sum(outcomes) * 2 > len(outcomes)
 
-    def check(self, make_condition: Callable[[], tf.Tensor], key: str, what: str, loc: str) -> None:
-        """Plants a JanusAssert on the scalar boolean ``make_condition()``."""
-        assumption = Assumption(next(_assumption_ids), key, what, loc)
+    def check(
+        self, make_condition: Callable[[], tf.Tensor], key: str, what: str, loc: str, final: bool = False
+    ) -> None:
+        """Plants a JanusAssert on the scalar boolean ``make_condition()`` (``final``: see ``Assumption``)."""
+        assumption = Assumption(next(_assumption_ids), key, what, loc, final)
         self.assumptions[assumption.id] = assumption
         with tf.name_scope("janus_assert"):
             condition = make_condition()
