@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import functools
 import inspect
 import logging
@@ -396,6 +397,10 @@ class JitFunction:
                 reason = f"internal error while building the graph: {type(err).__name__}: {err}"
                 self._go_imperative(reason, "", "internal error")
                 return
+            tolerated = self._failed_graphs.get(graph.signature())
+            if tolerated and graph.runtime_flags:  # the same graph failing again: try the flags as constants
+                self._constant_flags(_FlagsFailed(graph.runtime_flags, ", ".join(sorted(tolerated))))
+                continue
             break
         tolerated = self._failed_graphs.get(graph.signature())
         if tolerated:
@@ -414,7 +419,7 @@ class JitFunction:
                  graph.build_seconds)  # fmt: skip
         _dump(self, graph)
 
-    def _constant_flags(self, err: NotConvertible | GenerationError) -> bool:
+    def _constant_flags(self, err: NotConvertible | GenerationError | _FlagsFailed) -> bool:
         """Bools fed at run time (train/eval flags) in a build that failed: the next build takes
         them as constants, a graph per value, as before the rung."""
         for key in err.runtime_flags:
@@ -487,6 +492,15 @@ def _failed_before_writes(err: tf.errors.OpError, before_writes: frozenset[str])
         if any("/".join(parts[:n]) in before_writes for n in range(1, len(parts) + 1)):
             return True
     return False
+
+
+@dataclasses.dataclass(frozen=True)
+class _FlagsFailed:
+    """A rebuilt graph with run-time flags that assertions broke before (``_constant_flags``'s input)."""
+
+    runtime_flags: tuple[str, ...]
+    reason: str
+    location: str = ""
 
 
 def _value_failures(spec: ArgSpec, failures: collections.Counter, key: str) -> bool:

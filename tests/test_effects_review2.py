@@ -198,7 +198,8 @@ class Flagged:
         return x * self.w
 
 
-def test_a_bool_flag_on_self_that_flips_gets_one_graph_per_value():
+def test_a_bool_flag_on_self_that_flips_gets_one_graph_for_both_values():
+    """Seen both ways, the flag is fed at run time and its `if` (a variable update) becomes a tf.cond."""
     eager, graphed = Flagged(), Flagged()
     jitted = janus.jit(Flagged.step)
     for i in range(14):
@@ -206,4 +207,4 @@ def test_a_bool_flag_on_self_that_flips_gets_one_graph_per_value():
         assert_same(Flagged.step(eager, tf.constant(1.0)), jitted(graphed, tf.constant(1.0)), f"call {i}")
         assert_same(eager.w, graphed.w)
     stats = janus.stats(jitted)
-    assert stats["graphs_built"] == 2 and stats["graph_calls"] >= 9, janus.explain(jitted)
+    assert stats["graphs_built"] == 1 and stats["graph_calls"] >= 10, janus.explain(jitted)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import types
 from collections.abc import Callable
 
 import numpy as np
@@ -217,6 +218,13 @@ def _describe(kind: GuardKind, source: Source, expected: object) -> str:
 
 
 def describe_object(value: object) -> str:
-    """How guards name an object they hold by identity: its qualified name, else its type."""
-    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
-    return name or f"<{type(value).__name__} object>"
+    """How guards name an object they hold by identity: a module, class or function by its name,
+    anything else by its type (never through the object's own ``__getattr__``: user code)."""
+    if isinstance(value, types.ModuleType):
+        return value.__name__
+    if isinstance(value, _NAMED):
+        return getattr(value, "__qualname__", None) or value.__name__
+    return f"<{type(value).__name__} object>"
+
+
+_NAMED = (type, types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.BuiltinMethodType)

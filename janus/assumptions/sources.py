@@ -11,6 +11,8 @@ sources, so a path is built once, by these classes, not by f-strings at each use
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Callable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,8 +39,14 @@ class Source:
     def attr(self, name: str) -> AttrSource:
         return AttrSource(self, name)
 
-    def item(self, key: object) -> ItemSource:
-        return ItemSource(self, key)
+    def item(self, key: object, const: Callable[[object], str] | None = None) -> ItemSource:
+        """``self[key]``; a key whose repr is no Python literal (inf, ``np.int64(3)``) is rendered as
+        the constant ``const(key)`` names."""
+        if is_literal(key):
+            return ItemSource(self, key)
+        if const is None:
+            raise ValueError(f"item key {key!r} needs a constant name")
+        return ItemSource(self, key, const(key))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,9 +159,10 @@ class ItemSource(Source):
 
     base: Source
     key: object
+    key_expr: str | None = None  # the key's constant, where its repr is no literal
 
     def expr(self) -> str:
-        return f"{self.base.expr()}[{self.key!r}]"
+        return f"{self.base.expr()}[{self.key_expr or repr(self.key)}]"
 
     def describe(self) -> str:
         return f"{self.base.describe()}[{self.key!r}]"
@@ -181,3 +190,12 @@ class CallSource(Source):
     def display(self) -> str:
         shown = ", ".join(a.display() if isinstance(a, Source) else "…" for a in self.args)
         return f"{self.what or 'call'}({shown})"
+
+
+def is_literal(key: object) -> bool:
+    """Whether ``repr(key)`` evaluates back to an equal key of the same type."""
+    if type(key) in (int, str, bytes, bool) or key is None:
+        return True
+    if type(key) is float:
+        return math.isfinite(key)
+    return type(key) is tuple and all(is_literal(k) for k in key)

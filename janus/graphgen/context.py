@@ -202,7 +202,7 @@ class GenerationContext:
             if not all(is_plain(k) for k in keys):
                 raise NotConvertible(f"{what} is a dict with non-constant keys", loc)
             self.guard(GuardKind.KEYS_MATCH, source, keys, key, loc)
-            snapshot = {k: self.read_heap(value[k], source.item(k), loc) for k in keys}
+            snapshot = {k: self.read_heap(value[k], source.item(k, self.const), loc) for k in keys}
             self._views[id(value)] = self.mark_heap_container(snapshot, source)
             return snapshot
         if type(value) is set:

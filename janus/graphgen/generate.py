@@ -79,6 +79,7 @@ class GeneratedGraph:
     # rebuilt (regenerating after such a failure made this very graph again)
     tolerated: set[str] = dataclasses.field(default_factory=set)
     counts_touches: bool = False  # reads janus.graphgen.touches counters: one call at a time
+    runtime_flags: tuple[str, ...] = ()  # keys of the bools it takes at run time (its ifs are tf.conds)
 
     def signature(self) -> tuple:
         """What makes two builds the same speculation: their assumptions, guards and interface."""
@@ -178,6 +179,7 @@ def generate(
         recursive=bool(ctx.recursive_functions),
         build_seconds=time.perf_counter() - started,
         notes=list(ctx.notes),
+        runtime_flags=tuple(ctx.runtime_flags),
         counts_touches=any(key[0] == "touch" for key in ctx._store_inputs if isinstance(key, tuple)),
     )
 
@@ -229,7 +231,7 @@ def _add_input_guards(
     elif isinstance(spec, SeqArg):
         ctx.guard(GuardKind.SEQUENCE_MATCH, source, (spec.type, len(spec.items), spec.keys), f"{key}:type", loc)
         for label, item in zip(_labels(spec), spec.items):
-            _add_input_guards(ctx, item, source.item(label), loc, signature, flat)
+            _add_input_guards(ctx, item, source.item(label, ctx.const), loc, signature, flat)
 
 
 def _argument_value(ctx: GenerationContext, spec: ArgSpec, source: Source, loc: str, feed) -> object:
@@ -249,7 +251,10 @@ def _argument_value(ctx: GenerationContext, spec: ArgSpec, source: Source, loc: 
     if isinstance(spec, NumberArg):
         return ctx.number_input(source, spec.type)
     if isinstance(spec, SeqArg):
-        items = [_argument_value(ctx, s, source.item(label), loc, feed) for label, s in zip(_labels(spec), spec.items)]
+        items = [
+            _argument_value(ctx, s, source.item(label, ctx.const), loc, feed)
+            for label, s in zip(_labels(spec), spec.items)
+        ]
         if spec.type is tuple:
             return tuple(items)
         if is_plain_namedtuple(spec.type):  # a namedtuple argument stays one (its fields, tf.nest)

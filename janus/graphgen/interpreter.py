@@ -1206,8 +1206,10 @@ class Interpreter:
         if id(owner) in self.ctx.foreign and callee.__name__ not in READ_ONLY_METHODS:
             raise NotConvertible(f"{verdict.name}() changes a container that a library object holds", loc)
         if isinstance(owner, (list, dict, set, tuple)) and not self.ctx.is_heap_container(owner):
-            if any(isinstance(v, (TensorList, LocalFunction)) or _is_value_kind(v) for v in values):
+            if any(isinstance(v, (TensorList, LocalFunction, PyNumber)) or _is_value_kind(v) for v in values):
                 raise NotConvertible(f"{verdict.name}() of a value known only at run time", loc)
+            if callee.__name__ in _COMPARING_METHODS and _holds_run_time_number(owner):
+                raise NotConvertible(f"{verdict.name}() compares items known only at run time", loc)
             return callee(*args, **kwargs)  # a method of a local container: stores, never inspects, items
         if type(owner) in (str, bytes) and not all(_known(v) for v in values):
             if callee.__name__ not in ("format", "format_map", "join", "__mod__"):
@@ -1243,6 +1245,7 @@ class Interpreter:
             callee, args, kwargs = batch_lists.library_call(callee, args, kwargs, loc)
         if callee is tf.constant and len(args) == 1 and not kwargs and pynumber.involves(tf.nest.flatten(args[0])):
             callee = tf.convert_to_tensor  # tf.constant(x) of numbers known at run time: the same tensor
+        _no_run_time_switches(kwargs.values(), loc)  # keepdims=, training=: Python bools to TF
         args = [self._library_value(v, loc) for v in args]
         kwargs = {k: self._library_value(v, loc) for k, v in kwargs.items()}
         for value in (*args, *kwargs.values()):
@@ -1268,6 +1271,7 @@ class Interpreter:
         if handed.holds_function((args, kwargs)):
             raise NotConvertible(f"a function handed to Keras layer {type(layer).__name__}", loc)
         self.ctx.guard_keras_state(layer, loc)
+        _no_run_time_switches((*args, *kwargs.values()), loc)  # a layer branches on its flags in Python
         args = [tf.convert_to_tensor(v) if isinstance(v, NumpyArray) else v for v in args]  # as Keras converts
         args = [self._library_value(v, loc) for v in args]
         kwargs = {k: self._library_value(v, loc) for k, v in kwargs.items()}
@@ -1548,6 +1552,23 @@ class DatasetItems:
 
 # Refusals of a tf.cond whose branches hold what no graph region can (heap writes, deferred calls):
 # such an `if` is speculated on its most common side instead (the other side's calls run eagerly).
+def _no_run_time_switches(values: Iterator[object], loc: str) -> None:
+    """A bool known only at run time where a library takes a Python switch (``training=``,
+    ``keepdims=``): a library reads a tensor there as a constant (tf_keras) or fails to build."""
+    if any(isinstance(v, PyNumber) and v.type is bool for v in values):
+        raise NotConvertible("a bool known only at run time passed as a library's switch (training=, keepdims=)", loc)
+
+
+# Methods of a list, tuple or dict that compare its items (or keys) with ==: a run-time number among
+# them is a stand-in, equal to nothing (`[flag, True].count(True)`).
+_COMPARING_METHODS = frozenset({"count", "index", "remove", "__contains__", "get", "pop", "setdefault", "__getitem__"})
+
+
+def _holds_run_time_number(container: object) -> bool:
+    items = list(container.keys()) + list(container.values()) if isinstance(container, dict) else list(container)
+    return any(isinstance(item, PyNumber) for item in items)
+
+
 _SPECULABLE = frozenset({"heap write", "heap value", "deferred effect", "construct", "text"})
 
 
