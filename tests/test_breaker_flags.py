@@ -1,7 +1,7 @@
 """Breaker findings against the flipping-bool rung, the assumptions refactor and the touch counters.
 
-Each test is a minimal reproducer of a difference from eager (or of no graph where one is clearly
-possible), marked xfail(strict=True) until janus is fixed.
+Each test is a minimal reproducer, written by a helper trying to break janus, of a difference from
+eager (or of no graph where one is clearly possible); the ones still open are xfail(strict=True).
 """
 
 import pytest
