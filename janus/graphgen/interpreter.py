@@ -1210,15 +1210,29 @@ class Interpreter:
         for value in (*args, *kwargs.values()):
             self.ctx.check_library_argument(value, loc)
         label = getattr(callee, "__qualname__", None) or type(callee).__qualname__
-        if _is_tape_gradient(callee):  # eager's gradient of a variable this call never read is None
-            sources = args[1] if len(args) > 1 else kwargs.get("sources")
-            self.ctx.check_touched([v for v in tf.nest.flatten(sources) if isinstance(v, tf.Variable)], loc)
+        unconnected = self._unconnected_sources(callee, args, kwargs, loc) if _is_tape_gradient(callee) else set()
         with sandbox.library_call(label, loc):
             result = self.ctx.record_call(label, callee, tuple(args), kwargs, loc)
+        if unconnected:  # eager's gradient is None there, the graph's may be zeros
+            flat = tf.nest.flatten(result)
+            result = tf.nest.pack_sequence_as(result, [None if i in unconnected else g for i, g in enumerate(flat)])
         hvd = distributed.horovod()
         if hvd is not None and distributed.is_plain_tape_gradient(callee):  # data-parallel: average here
             result = self.ctx.record_call("hvd.allreduce", distributed.average, (result, hvd), {}, loc)
         return result
+
+    def _unconnected_sources(self, callee: object, args: list, kwargs: dict, loc: str) -> set[int]:
+        """``tape.gradient(target, sources)``: the positions of the sources whose gradient is None on
+        every call; the others are checked to be None exactly where eager's is (``ctx.check_touched``)."""
+        names = ("target", "sources", "output_gradients", "unconnected_gradients")
+        bound = dict(zip(names, args)) | kwargs
+        if str(getattr(bound.get("unconnected_gradients"), "value", bound.get("unconnected_gradients"))) == "zero":
+            return set()  # zeros in eager too
+        graph = tf.compat.v1.get_default_graph()
+        targets = [t for t in tf.nest.flatten(bound.get("target")) if not isinstance(t, EagerTensor)]
+        if not all(is_symbolic(t) and t.graph is graph for t in targets):
+            return set()  # a target janus cannot walk back from: the graph's gradients as they are
+        return self.ctx.check_touched(targets, tf.nest.flatten(bound.get("sources")), loc)
 
     def _call_keras_layer(self, layer: object, args: list, kwargs: dict, loc: str) -> object:
         """Keras's ``__call__`` runs; the ``call`` of every user layer within is converted."""

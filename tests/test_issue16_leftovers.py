@@ -1,0 +1,208 @@
+"""[generalize] Leftovers of issue #16: janus gives eager's answer where it gave another one.
+
+* eager's gradient is None where the path a call took does not connect the variable to the target
+  through ops that pass a gradient (a read through ``tf.stop_gradient``, an integer cast,
+  ``tf.argmax``, ``tf.shape``, or into a value the target does not use), not only where the call
+  never read it: janus returned zeros;
+"""
+
+import numpy as np
+import tensorflow as tf
+from differential import run_differential
+
+import janus
+
+SIGNS = [1, -1, 1, 1, -1, 1, -1, -1, 1]
+
+
+def _signed(s):
+    return tf.constant([1.0 * s, 2.0 * s])
+
+
+def _branch_program(read, persistent=False):
+    """``read(w, x)`` in the tensor-`if`'s true branch, ``w`` differentiably in its false branch."""
+
+    def make():
+        w = tf.Variable([1.5, -0.5])
+
+        def step(x):
+            with tf.GradientTape(persistent=persistent) as tape:  # persistent: TF wraps the cond in a call
+                loss = tf.reduce_sum(x * x)
+                if tf.reduce_sum(x) > 0:
+                    loss = loss + read(w, x)
+                else:
+                    loss = loss + tf.reduce_sum(w * x)
+            g = tape.gradient(loss, w)
+            return loss, g is None, g
+
+        return step, lambda: w
+
+    return make
+
+
+def test_a_branch_reading_the_variable_through_stop_gradient_gives_no_gradient():
+    """Read through tf.stop_gradient only: no gradient where the branch ran; read both ways: one."""
+    only = lambda w, x: tf.reduce_sum(tf.stop_gradient(w) * x)  # noqa: E731
+    both = lambda w, x: tf.reduce_sum(tf.stop_gradient(w) * x) + tf.reduce_sum(w * w)  # noqa: E731
+    run_differential(_branch_program(only), [(_signed(s),) for s in SIGNS], min_graph_calls=2)
+    run_differential(_branch_program(only, persistent=True), [(_signed(s),) for s in SIGNS], min_graph_calls=2)
+    jitted = run_differential(_branch_program(both), [(_signed(s),) for s in SIGNS], min_graph_calls=4)
+    assert janus.stats(jitted)["assumption_failures"] == 0
+
+
+def test_a_branch_reading_the_variable_through_an_integer_cast_argmax_or_shape_gives_no_gradient():
+    reads = [
+        lambda w, x: tf.cast(tf.reduce_sum(tf.cast(w * 10.0, tf.int32)), tf.float32),
+        lambda w, x: tf.reduce_sum(x) * tf.cast(tf.argmax(w), tf.float32),
+        lambda w, x: tf.reduce_sum(x) * tf.cast(tf.shape(w)[0], tf.float32),
+        lambda w, x: tf.reduce_sum(tf.floor(w) * x),
+    ]
+    for read in reads:
+        run_differential(_branch_program(read), [(_signed(s),) for s in SIGNS], min_graph_calls=2)
+
+
+def test_a_loop_body_reading_the_variable_only_through_its_shape_gives_no_gradient():
+    """Eager's gradient is None on every call: janus knows it without asking at run time."""
+
+    def make():
+        w = tf.Variable([1.5, -0.5])
+
+        def step(x, n):
+            with tf.GradientTape(persistent=True) as tape:
+                tape.watch(x)
+                loss = tf.reduce_sum(x)
+                for _ in tf.range(n):
+                    loss = loss * tf.cast(tf.shape(w)[0], tf.float32) + tf.cast(tf.argmax(w), tf.float32)
+            gw, gx = tape.gradient(loss, [w, x])
+            zeros = tape.gradient(loss, w, unconnected_gradients=tf.UnconnectedGradients.ZERO)  # zeros in eager
+            return loss, gw is None, gx, zeros
+
+        return step, lambda: w
+
+    counts = [2, 3, 1, 2, 0, 3, 0, 1]
+    jitted = run_differential(make, [(tf.constant([1.0, 2.0]), tf.constant(n)) for n in counts], min_graph_calls=5)
+    assert janus.stats(jitted)["assumption_failures"] == 0
+
+
+def test_a_conditional_in_a_loop_body_gives_a_gradient_only_where_it_ran():
+    """A branch nested in a loop body: its run counter tells whether the variable was used."""
+
+    def make():
+        w = tf.Variable([1.5, -0.5])
+
+        def step(xs):
+            with tf.GradientTape() as tape:
+                loss = tf.constant(0.0)
+                for x in xs:  # a loop over a tensor: tf.while_loop
+                    if tf.reduce_sum(x) > 0:
+                        loss = loss + tf.reduce_sum(w * x)
+                    else:
+                        loss = loss + tf.reduce_sum(tf.stop_gradient(w) * x)
+            g = tape.gradient(loss, w)
+            return loss, g is None, g
+
+        return step, lambda: w
+
+    rows = [[1, 2, -1], [-1, -2, 3], [2, -1, -1], [-1, -1, -1], [1, 1, 1], [-2, -3, -1], [1, -1, -1], [-1, -1, -2]]
+    calls = [(tf.constant([[float(r), 1.0] for r in row]),) for row in rows]
+    run_differential(make, calls, min_graph_calls=2)
+
+
+def test_a_value_read_before_the_branch_and_used_only_in_one_branch():
+    """The variable is read outside any region, but only one branch connects it to the loss; a read
+    of its shape outside the branch connects nothing either."""
+
+    def make():
+        w = tf.Variable([1.5, -0.5])
+
+        def step(x):
+            with tf.GradientTape() as tape:
+                v = w * 2.0
+                n = tf.cast(tf.shape(w)[0], tf.float32)
+                if tf.reduce_sum(x) > 0:
+                    loss = tf.reduce_sum(v * x) + n
+                else:
+                    loss = tf.reduce_sum(x) * n
+            g = tape.gradient(loss, w)
+            return loss, g is None, g
+
+        return step, lambda: w
+
+    run_differential(make, [(_signed(s),) for s in SIGNS], min_graph_calls=2)
+
+
+def test_a_branch_result_the_loss_does_not_use_gives_no_gradient():
+    def make():
+        w = tf.Variable([1.5, -0.5])
+
+        def step(x):
+            with tf.GradientTape() as tape:
+                if tf.reduce_sum(x) > 0:
+                    h = w * x
+                    loss = tf.reduce_sum(x * 3.0)
+                else:
+                    h = x
+                    loss = tf.reduce_sum(x * 2.0)
+            g = tape.gradient(loss, w)
+            return loss, h, g is None
+
+        return step, lambda: w
+
+    jitted = run_differential(make, [(_signed(s),) for s in SIGNS], min_graph_calls=5)
+    assert janus.stats(jitted)["assumption_failures"] == 0
+
+
+def test_a_watched_tensor_used_in_one_branch_only():
+    def make():
+        def step(x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                if tf.reduce_sum(x) > 0:
+                    loss = tf.reduce_sum(x * x)
+                else:
+                    loss = tf.constant(3.0)
+            g = tape.gradient(loss, x)
+            return loss, g is None, g
+
+        return step, lambda: None
+
+    run_differential(make, [(_signed(s),) for s in SIGNS], min_graph_calls=2)
+
+
+class Node:
+    def __init__(self, word=None, left=None, right=None):
+        self.word, self.left, self.right = word, left, right
+
+
+def test_a_recursive_function_reading_the_combiner_through_stop_gradient_at_leaves():
+    """Leaves read the combiner's weight only through tf.stop_gradient: a single-leaf tree leaves it
+    without gradient in eager."""
+
+    def make():
+        emb = tf.Variable(np.linspace(-1, 1, 20).reshape(10, 2).astype("float32"))
+        w = tf.Variable(np.eye(4, 2).astype("float32"))
+
+        def encode(node):
+            if node.word is not None:
+                scale = tf.reduce_sum(tf.stop_gradient(w))
+                return tf.nn.embedding_lookup(emb, [node.word]) * scale
+            return tf.tanh(tf.matmul(tf.concat([encode(node.left), encode(node.right)], 1), w))
+
+        def step(tree):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(encode(tree) ** 2)
+            gemb, gw = tape.gradient(loss, [emb, w])
+            return loss, gw is None, tf.convert_to_tensor(gemb)
+
+        return step, lambda: (emb, w)
+
+    rng = np.random.default_rng(0)
+
+    def tree(n):
+        if n == 1:
+            return Node(word=int(rng.integers(0, 10)))
+        k = int(rng.integers(1, n))
+        return Node(left=tree(k), right=tree(n - k))
+
+    sizes = [3, 4, 2, 5, 1, 3, 1, 4, 2]
+    run_differential(make, [(tree(n),) for n in sizes], min_graph_calls=4)
