@@ -4,11 +4,15 @@
   through ops that pass a gradient (a read through ``tf.stop_gradient``, an integer cast,
   ``tf.argmax``, ``tf.shape``, or into a value the target does not use), not only where the call
   never read it: janus returned zeros;
+* ``-0.0`` and ``0.0`` are equal but not the same result: a tensor `if` choosing between them, and a
+  float argument specialised on its value, kept one sign for both;
 """
+
+import math
 
 import numpy as np
 import tensorflow as tf
-from differential import run_differential
+from differential import assert_same_call, assert_served, no_state, outcome, run_differential
 
 import janus
 
@@ -206,3 +210,67 @@ def test_a_recursive_function_reading_the_combiner_through_stop_gradient_at_leav
 
     sizes = [3, 4, 2, 5, 1, 3, 1, 4, 2]
     run_differential(make, [(tree(n),) for n in sizes], min_graph_calls=4)
+
+
+# ---------------------------------------------------------------------------- signed zeros, float constants
+def _signs(value):
+    """The signs of the floats in ``value``: ``-0.0`` and ``0.0`` are within any tolerance of each other."""
+    if isinstance(value, float):
+        return math.copysign(1.0, value)
+    if isinstance(value, (tuple, list)):
+        return [_signs(v) for v in value]
+    return None
+
+
+def _run_with_signs(make, calls, min_graph_calls):
+    """``run_differential``, and the float results have eager's signs (of zeros, of infinities)."""
+    eager_fn, eager_state = make()
+    raw_fn, jit_state = make()
+    jitted = janus.jit(raw_fn)
+    for n, args in enumerate(calls):
+        expected, actual = outcome(eager_fn, args), outcome(jitted, args)
+        assert_same_call(n, expected, actual, eager_state, jit_state)
+        assert _signs(actual[1]) == _signs(expected[1]), f"call {n}: eager {expected[1]}, janus {actual[1]}"
+    assert_served(jitted, min_graph_calls)
+    return jitted
+
+
+# a Python float argument that changes at every call: janus relaxes it to a number fed at run time
+NUMBERS = [1.5, -2.5, 3.5, -4.5, 5.5, 6.5e-10, -0.0, 0.0, -7.5, 8e-10, -0.0, 0.0, 2.5, -1e-10, 0.0]
+
+
+def _number_calls():
+    return [(tf.constant([(-1.0) ** i]), a) for i, a in enumerate(NUMBERS)]
+
+
+def test_a_negative_zero_chosen_by_a_tensor_if_keeps_its_sign():
+    def make():
+        def step(x, a):
+            if tf.reduce_sum(x) > 0:
+                r = -0.0
+            else:
+                r = 0.0
+            if tf.reduce_sum(x) > 0:
+                pair = (0.0, -0.0)
+            else:
+                pair = (-0.0, a * 0.0)
+            s = 0.0 if tf.reduce_sum(x) > 0 else -0.0
+            t = -0.0 if tf.reduce_sum(x) > 0 else a * 0.0
+            return r, pair, s, t
+
+        return step, no_state
+
+    _run_with_signs(make, _number_calls(), min_graph_calls=8)
+
+
+def test_a_zero_argument_is_not_taken_for_a_zero_of_the_other_sign():
+    """A float argument specialised on its value 0.0 does not serve -0.0 (``-a`` differs in sign)."""
+
+    def make():
+        def step(x, a):
+            return x * 2.0, -a, a + 0.0
+
+        return step, no_state
+
+    calls = [(tf.constant(1.0), z) for z in [0.0, 0.0, 0.0, -0.0, 0.0, -0.0, -0.0, 0.0]]
+    _run_with_signs(make, calls, min_graph_calls=4)

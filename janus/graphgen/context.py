@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import inspect
 import itertools
+import math
 import types
 from collections.abc import Callable, Iterator
 
@@ -975,6 +976,9 @@ def scalar_guard(path: str, value: object, const: Callable[[object], str]) -> st
         return f"{kind} and {path} != {path}"  # nan: equal to no value, itself included
     if type(value) in (bool, int, str, bytes):
         return f"{kind} and {path} == {value!r}"
+    if isinstance(value, (float, np.floating)) and value == 0:  # -0.0 == 0.0, but results differ in sign
+        sign = math.copysign(1.0, value)
+        return f"{kind} and {path} == 0 and {const(math.copysign)}(1.0, {path}) == {sign!r}"
     return f"{kind} and {path} == {const(value)}"  # floats (inf), NumPy scalars: compared as values
 
 
