@@ -6,6 +6,8 @@
   never read it: janus returned zeros;
 * ``-0.0`` and ``0.0`` are equal but not the same result: a tensor `if` choosing between them, and a
   float argument specialised on its value, kept one sign for both;
+* Python float arithmetic with constants is Python's, not Grappler's constant folding (which
+  regroups ``lr * 1e300 * 1e10`` into ``lr * inf``);
 """
 
 import math
@@ -274,3 +276,16 @@ def test_a_zero_argument_is_not_taken_for_a_zero_of_the_other_sign():
 
     calls = [(tf.constant(1.0), z) for z in [0.0, 0.0, 0.0, -0.0, 0.0, -0.0, -0.0, 0.0]]
     _run_with_signs(make, calls, min_graph_calls=4)
+
+
+def test_python_float_arithmetic_with_constants_is_pythons():
+    """Grappler does not compute as Python: it would regroup ``lr * 1e300 * 1e10`` as ``lr * inf``,
+    ``a + 0.1 + 0.2`` as ``a + 0.30000000000000004``, and drop ``+ 0.0`` and ``0.0 -`` (signed zeros)."""
+
+    def make():
+        def step(x, a):
+            return a * 1e300 * 1e10, a + 0.1 + 0.2, a + 0.0, 0.0 - a, 0.5 * a * 4.0, x * (a * 1e300 * 1e10)
+
+        return step, no_state
+
+    _run_with_signs(make, _number_calls(), min_graph_calls=8)
