@@ -289,3 +289,17 @@ def test_python_float_arithmetic_with_constants_is_pythons():
         return step, no_state
 
     _run_with_signs(make, _number_calls(), min_graph_calls=8)
+
+
+def test_tensor_arithmetic_with_constants_is_eagers():
+    """Grappler's constant folding (off in janus's graphs) regrouped ``x * 1e30 * 1e10`` as
+    ``x * inf`` and dropped ``x + 0.0`` (``-0.0 + 0.0`` is ``0.0``: ``1 / `` it is ``inf``, not ``-inf``)."""
+
+    def make():
+        def step(x):
+            return x * 1e30 * 1e10, 1.0 / (x + 0.0), x + 0.1 + 0.2
+
+        return step, no_state
+
+    values = [1e-10, 2e-10, 3e-10, 4e-10, -0.0, 5e-10, 0.0, -0.0]
+    run_differential(make, [(tf.constant(np.array([v, 1.0], np.float32)),) for v in values], min_graph_calls=4)
