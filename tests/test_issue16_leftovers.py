@@ -10,6 +10,7 @@
   regroups ``lr * 1e300 * 1e10`` into ``lr * inf``);
 """
 
+import logging
 import math
 
 import numpy as np
@@ -303,3 +304,51 @@ def test_tensor_arithmetic_with_constants_is_eagers():
 
     values = [1e-10, 2e-10, 3e-10, 4e-10, -0.0, 5e-10, 0.0, -0.0]
     run_differential(make, [(tf.constant(np.array([v, 1.0], np.float32)),) for v in values], min_graph_calls=4)
+
+
+# ---------------------------------------------------------------------------- sum() of run-time numbers
+def test_sum_of_python_numbers_known_only_at_run_time():
+    """``sum()`` of floats that change at every call (and so are fed at run time): Python's start 0,
+    its int + float promotion, left to right; of tensors as before."""
+
+    class Model:
+        def __init__(self):
+            self.losses = []
+
+    def make():
+        model = Model()
+
+        def step(x, a, b):
+            model.losses = [a, b * 2.0]
+            return (
+                sum(model.losses),
+                sum([a, b, 1]),
+                sum([a], 0.5),
+                sum([1, 2, a]),
+                x * sum([a, b]),
+                sum([x, x * 2.0, a]),
+                sum(v * 2.0 for v in (a, b)),
+            )
+
+        return step, lambda: list(model.losses)
+
+    calls = [(tf.constant(1.0), 0.1 * i - 0.3, 0.25 * i + 1e-9) for i in range(9)]
+    run_differential(make, calls, min_graph_calls=4)
+
+
+def test_a_builtin_janus_cannot_compute_on_run_time_numbers_says_why(caplog):
+    """``max()`` of numbers known only at run time: a refusal with its reason, not an internal error."""
+
+    def make():
+        def step(x, a, b):
+            return x * max([a, b])
+
+        return step, no_state
+
+    calls = [(tf.constant(1.0), 0.1 * i - 0.3, 0.25 * i + 1e-9) for i in range(8)]
+    with caplog.at_level(logging.WARNING, logger="janus"):
+        jitted = run_differential(make, calls, min_graph_calls=0)
+    warnings = [r.getMessage() for r in caplog.records if "runs imperatively" in r.getMessage()]
+    assert len(warnings) == 1 and "internal error" not in warnings[0], warnings
+    assert "max() of a Python number unknown while generating" in warnings[0], warnings
+    assert janus.stats(jitted)["graph_calls"] == 0
