@@ -222,6 +222,16 @@ def _output(graph: tf.Graph, index: int) -> tf.Tensor | None:
     return graph.outputs[index] if index < len(graph.outputs) else None
 
 
+def _variable_handle(source: object) -> object:
+    """The eager resource handle of a variable source: a ``tf.Variable``, or a Keras 3 variable (which
+    is not one, but holds one)."""
+    if isinstance(source, tf.Variable) or hasattr(type(source), "handle"):
+        handle = getattr(source, "handle", None)
+        if isinstance(handle, ops.EagerTensor) and handle.dtype == tf.resource:
+            return handle
+    return None
+
+
 def _calls_within(top: tf.Graph) -> dict[int, tf.Operation | None]:
     """The call op of each function graph called within ``top`` and its regions (None: called twice)."""
     calls: dict[int, tf.Operation | None] = {}
@@ -247,8 +257,9 @@ class _Walk:
         self.by_handle: dict[int, list[int]] = {}
         self.by_tensor: dict[tuple[int, int], list[int]] = {}
         for position, source in enumerate(sources):
-            if isinstance(source, tf.Variable):
-                self.by_handle.setdefault(id(source.handle), []).append(position)
+            handle = _variable_handle(source)
+            if handle is not None:
+                self.by_handle.setdefault(id(handle), []).append(position)
             elif isinstance(source, tf.Tensor) and not isinstance(source, ops.EagerTensor) and source.graph is top:
                 self.by_tensor.setdefault(_key(source), []).append(position)
         self._handles: dict[tuple[int, int], int | None] = {}
