@@ -315,7 +315,7 @@ def test_python_float_arithmetic_with_constants_is_pythons():
 
     def make():
         def step(x, a):
-            return a * 1e300 * 1e10, a + 0.1 + 0.2, a + 0.0, 0.0 - a, 0.5 * a * 4.0, x * (a * 1e300 * 1e10)
+            return a * 1e300 * 1e10, a + 0.1 + 0.2, a + 0.0, 0.0 - a, a + -0.0, 0.5 * a * 4.0, x * (a * 1e300 * 1e10)
 
         return step, no_state
 

@@ -32,6 +32,7 @@ import operator
 import struct
 from collections.abc import Callable
 
+import numpy as np
 import tensorflow as tf
 
 from janus.graphgen.errors import NotConvertible
@@ -176,7 +177,8 @@ def _constant(value: object, dtype: tf.DType, opaque: bool) -> tf.Tensor:
 @functools.lru_cache(maxsize=256)
 def _opaque(bits: object, value: object, dtype: tf.DType) -> tf.Tensor:
     with tf.init_scope():  # an eager tensor: captured as an input, invisible to constant folding
-        return tf.constant(value, dtype)
+        # through NumPy: eager's cache of converted Python scalars takes -0.0 for a 0.0 seen before
+        return tf.constant(np.array(value, dtype.as_numpy_dtype))
 
 
 def opaque_constant(value: object, dtype: tf.DType) -> tf.Tensor:
