@@ -99,8 +99,6 @@ def test_a_user_getattr_hook_is_not_run_an_extra_time():
     run_differential(make, [(tf.constant(float(i)),) for i in range(6)], min_graph_calls=0)
 
 
-@pytest.mark.xfail(strict=True, reason="tape.gradient through tf.stop_gradient(w) in the taken branch of a "
-                   "tensor-dependent if: eager None, janus 0.0 (the touch counter counts the read)")  # fmt: skip
 def test_stop_gradient_on_the_taken_branch_gives_a_none_gradient():
     def make():
         w = tf.Variable(1.5)
@@ -120,8 +118,6 @@ def test_stop_gradient_on_the_taken_branch_gives_a_none_gradient():
     run_differential(make, calls, min_graph_calls=1)
 
 
-@pytest.mark.xfail(strict=True, reason="w.assign_add in the taken branch counts as a touch: eager's gradient is "
-                   "None (w not read on the loss path), janus returns 0.0")  # fmt: skip
 def test_an_assign_on_the_taken_branch_is_not_a_read():
     def make():
         w = tf.Variable(1.5)
@@ -142,7 +138,6 @@ def test_an_assign_on_the_taken_branch_is_not_a_read():
     run_differential(make, calls, min_graph_calls=1)
 
 
-@pytest.mark.xfail(strict=True, reason="gradient through an int cast in the taken branch: eager None, janus 0.0")
 def test_a_gradient_through_an_int_cast_is_none():
     def make():
         w = tf.Variable(1.5)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import types
 from collections.abc import Callable
 
@@ -133,6 +134,9 @@ def _equals_match(b: GuardBuilder, s: str, value: object) -> str:
         return f"{kind} and {s} != {s}"  # nan: equal to no value, itself included
     if type(value) in (bool, int, str, bytes):
         return f"{kind} and {s} == {value!r}"
+    if isinstance(value, (float, np.floating)) and value == 0:  # -0.0 == 0.0, but results differ in sign
+        sign = math.copysign(1.0, value)
+        return f"{kind} and {s} == 0 and {b.const(math.copysign)}(1.0, {s}) == {sign!r}"
     return f"{kind} and {s} == {b.const(value)}"  # floats (inf), NumPy scalars, tuples: compared as values
 
 

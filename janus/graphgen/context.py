@@ -766,7 +766,9 @@ class GenerationContext:
         self.region_depth += 1
         try:
             yield inner
-            self.touches.count_region(tf.compat.v1.get_default_graph())
+            self.touches.count_region(
+                tf.compat.v1.get_default_graph(), self.region_depth, self.building[-1] if self.building else None
+            )
             order_state_writes(tf.compat.v1.get_default_graph(), inner)
         finally:
             self.assert_ops = outer
@@ -859,25 +861,25 @@ class GenerationContext:
 
         self.check(condition, f"{what}@{loc}", what, loc)
 
-    def check_touched(self, variables: list, loc: str) -> None:
-        """Where the code asks for gradients: each variable read only inside regions (branches, loop
-        bodies, recursive functions) was read during this call, or eager's gradient is None."""
+    def check_touched(self, targets: list, sources: list, loc: str) -> set[int]:
+        """Where the code asks for gradients: keeps eager's None gradients (``janus.graphgen.touches``).
+        Returns the positions of the sources whose gradient is None on every call; checks that a path
+        that ran connects each source only regions may connect to the targets."""
         graph = tf.compat.v1.get_default_graph()
-        direct = touches.read_directly(graph)
-        for position, variable in enumerate(variables):
-            counter = self.touches.counter_of(variable)
-            if counter is None or id(variable.handle) in direct:
-                continue
-            before = self._store_input(f"{self.const(counter)}.read()", ("touch", id(counter)))
-            regions = touches.users(graph, counter.handle)  # the read waits for every region that counts
-
-            def grew(c: touches.Counter = counter, b: tf.Tensor = before, after: list = regions) -> tf.Tensor:
-                with tf.control_dependencies(after):
-                    return c.read() > b
-
-            name = f"gradient source {position} ({variable.name})"  # names repeat ("Variable:0"): keyed by position
-            self.check(grew, f"{name} is used@{loc}", f"{name} is read on this call's path (else its gradient is None)",
-                       loc)  # fmt: skip
+        plans = touches.plan(graph, targets, sources, self.touches, nested=self.region_depth > 0)
+        before = lambda c: self._store_input(f"{self.const(c)}.read()", ("touch", id(c)))  # noqa: E731
+        none: set[int] = set()
+        for position, (source, plan) in enumerate(zip(sources, plans)):
+            if plan is touches.NONE:
+                none.add(position)
+            elif plan is not touches.TRUSTED:
+                name = f"gradient source {position} ({getattr(source, 'name', 'a tensor')})"  # names repeat
+                if not plan:
+                    raise NotConvertible(f"janus cannot tell on which calls eager's gradient of {name} is None", loc)
+                self.check(lambda p=plan: touches.holds(graph, p, self.touches, before), f"{name} is used@{loc}",
+                           f"{name} is connected to the target on this call's path (else its gradient is None)",
+                           loc)  # fmt: skip
+        return none
 
     def unwrap_optional(self, value: OptionalNumber, loc: str) -> PyNumber:
         """The number of a may-be-None location used as a number: asserts it is not None."""

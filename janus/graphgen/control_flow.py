@@ -19,10 +19,12 @@ raise or keep an old value, and the graph must never guess.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 import gast
+import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import func_graph as func_graph_module
 from tensorflow.python.framework.ops import EagerTensor
@@ -181,10 +183,23 @@ def same_template(a: object, b: object) -> bool:
 
 
 def _equal(a: object, b: object) -> bool:
+    """The same Python value: ``-0.0`` and ``0.0`` are equal but not the same result."""
     try:
-        return type(a) is type(b) and bool(a == b)
+        if type(a) is not type(b) or not bool(a == b):
+            return False
     except Exception:
         return False
+    if isinstance(a, (float, np.floating)):
+        return math.copysign(1.0, a) == math.copysign(1.0, b)
+    if isinstance(a, complex):
+        return _equal(a.real, b.real) and _equal(a.imag, b.imag)
+    if type(a) in (tuple, list):
+        return all(_equal(x, y) for x, y in zip(a, b))
+    if type(a) is dict:
+        return all(_equal(a[k], b[k]) for k in a)
+    if type(a) in (set, frozenset):
+        return all(any(_equal(x, y) for y in b) for x in a)
+    return True
 
 
 # ------------------------------------------------------------------ TensorArray-backed lists

@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import inspect
 import operator
+import sys
 import types
 from collections.abc import Callable, Iterator
 
@@ -45,7 +46,7 @@ from janus.graphgen import (
 from janus.graphgen.batch_lists import BatchList
 from janus.graphgen.context import NOT_LOGGED, READ_ONLY_METHODS, GenerationContext, LateRead, snapshot
 from janus.graphgen.control_flow import SymbolicRange, TensorList, escapes
-from janus.graphgen.errors import NeedsStaticShape, NotConvertible, RaisesHere
+from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConvertible, RaisesHere
 from janus.graphgen.formatted import Formatted, formatted_trial, join_fstring
 from janus.graphgen.heap import MISSING, HeapList, PyObjectRef
 from janus.graphgen.numpy_values import NumpyArray
@@ -1252,11 +1253,12 @@ class Interpreter:
             self.ctx.check_library_argument(value, loc)
         label = getattr(callee, "__qualname__", None) or type(callee).__qualname__
         tensor_arrays.check_call(callee, loc)
-        if _is_tape_gradient(callee):  # eager's gradient of a variable this call never read is None
-            sources = args[1] if len(args) > 1 else kwargs.get("sources")
-            self.ctx.check_touched([v for v in tf.nest.flatten(sources) if isinstance(v, tf.Variable)], loc)
+        unconnected = self._unconnected_sources(callee, args, kwargs, loc) if _is_tape_gradient(callee) else set()
         with sandbox.library_call(label, loc):
             result = self.ctx.record_call(label, callee, tuple(args), kwargs, loc)
+        if unconnected:  # eager's gradient is None there, the graph's may be zeros
+            flat = tf.nest.flatten(result)
+            result = tf.nest.pack_sequence_as(result, [None if i in unconnected else g for i, g in enumerate(flat)])
         if callee is tf.TensorArray:
             tensor_arrays.created(result, kwargs)
         elif isinstance(getattr(callee, "__self__", None), tf.TensorArray):
@@ -1265,6 +1267,19 @@ class Interpreter:
         if hvd is not None and distributed.is_plain_tape_gradient(callee):  # data-parallel: average here
             result = self.ctx.record_call("hvd.allreduce", distributed.average, (result, hvd), {}, loc)
         return result
+
+    def _unconnected_sources(self, callee: object, args: list, kwargs: dict, loc: str) -> set[int]:
+        """``tape.gradient(target, sources)``: the positions of the sources whose gradient is None on
+        every call; the others are checked to be None exactly where eager's is (``ctx.check_touched``)."""
+        names = ("target", "sources", "output_gradients", "unconnected_gradients")
+        bound = dict(zip(names, args)) | kwargs
+        if str(getattr(bound.get("unconnected_gradients"), "value", bound.get("unconnected_gradients"))) == "zero":
+            return set()  # zeros in eager too
+        graph = tf.compat.v1.get_default_graph()
+        targets = [t for t in tf.nest.flatten(bound.get("target")) if not isinstance(t, EagerTensor)]
+        if not all(is_symbolic(t) and t.graph is graph for t in targets):
+            return set()  # a target janus cannot walk back from: the graph's gradients as they are
+        return self.ctx.check_touched(targets, tf.nest.flatten(bound.get("sources")), loc)
 
     def _call_keras_layer(self, layer: object, args: list, kwargs: dict, loc: str) -> object:
         """Keras's ``__call__`` runs; the ``call`` of every user layer within is converted."""
@@ -1378,7 +1393,9 @@ class Interpreter:
                 condition, f"{callee.__name__}() argument in range@{loc}", f"{callee.__name__}() argument in range", loc
             )
             return pynumber.convert_builtin(callee, args[0], check, loc)
-        if any(isinstance(v, PyNumber) for v in values):
+        if callee is sum and not all(_known(v) for v in values):
+            return self._sum(frame, node, args, kwargs, loc)
+        if any(_holds_number(v) for v in values):
             raise NotConvertible(f"{callee.__name__}() of a Python number unknown while generating", loc)
         if any(isinstance(v, Formatted) or _is_value_kind(v) for v in values):
             raise NotConvertible(f"{callee.__name__}() of text or a value known only after the graph ran", loc)
@@ -1396,11 +1413,35 @@ class Interpreter:
         elif callee not in _IDENTITY_BUILTINS and not all(_iterable_now(v) for v in args):
             culprit = next(type(v).__qualname__ for v in args if not _iterable_now(v))
             raise NotConvertible(f"{callee.__name__}() of a {culprit}, whose contents janus cannot guard", loc)
-        result = callee(*args, **kwargs)
+        try:
+            result = callee(*args, **kwargs)
+        except (NotConvertible, GenerationError):
+            raise
+        except Exception as err:  # noqa: BLE001 - what the builtin raises decides what janus does
+            if all(_known(v) for v in values):  # eager raises it too, on every call that comes here
+                raise RaisesHere(f"{callee.__name__}() raises {type(err).__name__} on this path", loc) from None
+            raise NotConvertible(
+                f"{callee.__name__}() of values known only at run time ({type(err).__name__}: {err})", loc
+            ) from None
         if callee in _ITERATOR_BUILTINS:
             self._local_iterators.add(id(result))
             self._keep.append(result)
         return result
+
+    def _sum(self, frame: Frame, node: gast.AST, args: list, kwargs: dict, loc: str) -> object:
+        """``sum(iterable, start=0)`` of values known only at run time: ``start + item``, item after
+        item, each ``+`` as the interpreter converts it (Python's promotion of ints to floats)."""
+        if not args or len(args) > 2 or set(kwargs) - {"start"} or (len(args) == 2 and kwargs):
+            raise NotConvertible("sum() with arguments other than (iterable, start)", loc)
+        total = args[1] if len(args) == 2 else kwargs.get("start", 0)
+        if isinstance(total, (str, bytes, bytearray)):
+            raise RaisesHere("sum() of a str start raises TypeError on this path", loc)
+        items = list(self.iterate(frame, node, args[0]))
+        if sys.version_info >= (3, 12) and _compensated_additions(total, items) > 1:
+            raise NotConvertible("sum() of Python floats known only at run time (CPython 3.12+ compensates)", loc)
+        for item in items:
+            total = self.operate(frame, node, operator.add, total, item)
+        return total
 
     def _enumerate_dataset(self, args: list, kwargs: dict, loc: str) -> DatasetItems:
         start = kwargs.pop("start", args[1] if len(args) > 1 else 0)
@@ -1680,6 +1721,36 @@ def _mangled(code: types.CodeType, attr: str) -> str:
         i -= 2  # a function's locals: the function before "<locals>" is no class
     owner = parts[i].lstrip("_") if i >= 0 else ""
     return f"_{owner}{attr}" if owner else attr
+
+
+def _holds_number(value: object) -> bool:
+    """A Python number known only at run time, or a plain container holding one."""
+    if isinstance(value, (PyNumber, OptionalNumber)):
+        return True
+    if type(value) in (list, tuple, set, frozenset):
+        return any(_holds_number(v) for v in value)
+    if type(value) is dict:
+        return any(_holds_number(k) or _holds_number(v) for k, v in value.items())
+    return False
+
+
+def _compensated_additions(start: object, items: list) -> int:
+    """How many items CPython 3.12+'s ``sum`` adds to a float total with Neumaier's compensation:
+    where there are two or more, its result may differ from adding them one after the other."""
+
+    def kind(value: object) -> type | None:
+        number = value.type if isinstance(value, PyNumber) else type(value)
+        return number if number in (int, float, bool) else None
+
+    total, count = kind(start), 0
+    for item in items:
+        if total is float and kind(item) is not None:
+            count += 1
+        elif total is not None and kind(item) is not None:
+            total = float if float in (total, kind(item)) else int
+        else:
+            total = None  # a tensor or another type: Python's generic addition from here on
+    return count
 
 
 def _known(value: object) -> bool:

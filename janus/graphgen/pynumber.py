@@ -27,9 +27,12 @@ silently misused.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
+import struct
 from collections.abc import Callable
 
+import numpy as np
 import tensorflow as tf
 
 from janus.graphgen.errors import NotConvertible
@@ -152,12 +155,15 @@ def _kind(value: object, loc: str) -> type:
 
 
 def _common(operands: tuple, kinds: list[type], opaque: bool = False) -> list[tf.Tensor]:
-    """The operands as float64 (int64) tensors. ``opaque``: constants become graph inputs, because
-    Grappler's constant folding turns ``x / c`` into ``x * (1 / c)``, which is not Python's
-    division (``49 / 49`` would give ``0.9999999999999999``)."""
+    """The operands as float64 (int64) tensors. Float constants, and any constant of a division
+    (``opaque``), become graph inputs: Grappler's constant folding does not compute as Python does.
+    It turns ``x / c`` into ``x * (1 / c)`` (``49 / 49`` would give ``0.9999999999999999``), regroups
+    ``x * c1 * c2`` as ``x * (c1 * c2)`` (``lr * 1e300 * 1e10`` overflows to inf) and ``x + c1 + c2`` as
+    ``x + (c1 + c2)`` (rounds otherwise), and drops ``x + 0.0`` and ``0.0 - x`` for ``x`` and ``-x``
+    (the sign of a zero result)."""
     dtype = tf.float64 if float in kinds else tf.int64
     return [
-        tf.cast(v.tensor, dtype) if isinstance(v, PyNumber) else _constant(v, dtype, opaque)
+        tf.cast(v.tensor, dtype) if isinstance(v, PyNumber) else _constant(v, dtype, opaque or dtype == tf.float64)
         for v in operands  # fmt: skip
     ]
 
@@ -165,8 +171,20 @@ def _common(operands: tuple, kinds: list[type], opaque: bool = False) -> list[tf
 def _constant(value: object, dtype: tf.DType, opaque: bool) -> tf.Tensor:
     if not opaque:
         return tf.constant(value, dtype)
+    return opaque_constant(value, dtype)
+
+
+@functools.lru_cache(maxsize=256)
+def _opaque(bits: object, value: object, dtype: tf.DType) -> tf.Tensor:
     with tf.init_scope():  # an eager tensor: captured as an input, invisible to constant folding
-        return tf.constant(value, dtype)
+        # through NumPy: eager's cache of converted Python scalars takes -0.0 for a 0.0 seen before
+        return tf.constant(np.array(value, dtype.as_numpy_dtype))
+
+
+def opaque_constant(value: object, dtype: tf.DType) -> tf.Tensor:
+    """``value`` as a graph input (an eager constant the graph captures): Grappler cannot fold it."""
+    bits = struct.pack("<d", value) if isinstance(value, float) else value  # -0.0 is not 0.0
+    return _opaque(bits, value, dtype)
 
 
 def _with_tensor(op: Callable, operands: tuple, tensor: tf.Tensor, loc: str) -> object:

@@ -456,6 +456,7 @@ def _trace(interp, func, names, rf: RecursiveFunction, loc: str, probe: bool):
         from janus.graphgen.interpreter import Interpreter  # the interpreter imports this module
 
         ctx.building.append(rf)
+        ctx.touches.begin_trace(rf)
         ctx.region_depth += 1
         ctx.code.muted += 1
         try:
