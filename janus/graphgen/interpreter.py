@@ -1209,7 +1209,7 @@ class Interpreter:
         if isinstance(owner, (list, dict, set, tuple)) and not self.ctx.is_heap_container(owner):
             if any(isinstance(v, (TensorList, LocalFunction, PyNumber)) or _is_value_kind(v) for v in values):
                 raise NotConvertible(f"{verdict.name}() of a value known only at run time", loc)
-            if callee.__name__ in _COMPARING_METHODS and _holds_run_time_number(owner):
+            if callee.__name__ in _COMPARING_METHODS and _holds_number(owner):
                 raise NotConvertible(f"{verdict.name}() compares items known only at run time", loc)
             return callee(*args, **kwargs)  # a method of a local container: stores, never inspects, items
         if type(owner) in (str, bytes) and not all(_known(v) for v in values):
@@ -1603,11 +1603,6 @@ def _no_run_time_switches(values: Iterator[object], loc: str) -> None:
 # Methods of a list, tuple or dict that compare its items (or keys) with ==: a run-time number among
 # them is a stand-in, equal to nothing (`[flag, True].count(True)`).
 _COMPARING_METHODS = frozenset({"count", "index", "remove", "__contains__", "get", "pop", "setdefault", "__getitem__"})
-
-
-def _holds_run_time_number(container: object) -> bool:
-    items = list(container.keys()) + list(container.values()) if isinstance(container, dict) else list(container)
-    return any(isinstance(item, PyNumber) for item in items)
 
 
 _SPECULABLE = frozenset({"heap write", "heap value", "deferred effect", "construct", "text"})
