@@ -258,3 +258,45 @@ def test_strict_still_raises(strict):
     with pytest.raises(janus.StrictModeError):
         for n in range(CALLS):
             jitted(tf.constant([float(n)]))
+
+
+def test_a_loop_carried_value_only_the_segment_reads():
+    def make():
+        acc = tf.Variable(tf.zeros(3))
+
+        def rnn(xs):
+            h = tf.zeros(3)
+            total = 0
+            for x in xs:
+                h = tf.tanh(h * 0.5 + x)  # read at the next turn by this segment only: still a live-out
+                acc.assign_add(h)
+                total += int(tf.reduce_sum(tf.cast(x > 0, tf.int32)))
+            return total
+
+        return rnn, lambda: acc
+
+    xs = [tf.constant([1.0, -2.0, 0.5]) * k for k in range(1, 4)]
+    jitted = run_differential(make, [(xs,)] * CALLS, min_graph_calls=0)
+    segments_served(jitted, 3)
+
+
+class Counter:
+    def __init__(self):
+        self.w = tf.Variable([1.0, 1.0])
+        self.steps = 0
+        self.seen = []
+
+    def step(self, x):
+        self.w.assign_add(x)
+        self.steps += 1
+        self.seen.append(float(tf.reduce_sum(self.w)))  # Python
+        return self.w * float(self.steps)
+
+
+def test_a_method_writing_attributes_in_segments():
+    def make():
+        counter = Counter()
+        return counter.step, lambda: (counter.w, counter.steps, list(counter.seen))
+
+    jitted = run_differential(make, [(tf.constant([0.5, float(n)]),) for n in range(CALLS)], min_graph_calls=0)
+    segments_served(jitted, 3)
