@@ -23,6 +23,7 @@ from janus.config import Config, config
 from janus.driver import BoundJit, JitFunction, PartialJit, all_functions, resolve
 from janus.explain import explain
 from janus.graphgen.errors import StrictModeError
+from janus.partial import segment_calls
 from janus.transparent import disable, enable, enabled
 
 __all__ = ["Config", "StrictModeError", "config", "disable", "enable", "enabled", "explain", "jit", "reset", "stats"]
@@ -61,9 +62,12 @@ def stats(fn: object) -> dict[str, float]:
     """Counters of a jitted function (or a bound method of one).
 
     Keys include ``calls``, ``graph_calls``, ``imperative_calls``, ``fallbacks``,
-    ``graphs_built`` and ``assumption_failures``.
+    ``graphs_built`` and ``assumption_failures``; for a function that runs split
+    (``janus.config.partial_graphs``), ``split_calls`` counts its calls and ``segment_calls``
+    the calls of its segments that graphs served.
     """
-    return resolve(fn).stats.as_dict()
+    jf = resolve(fn)
+    return {**jf.stats.as_dict(), "segment_calls": segment_calls(jf)}
 
 
 def reset() -> None:

@@ -38,6 +38,9 @@ class Config:
             is routed through janus (training steps and Keras ``call`` are routed at once).
         discovery_quiet_seconds: once ``janus.enable()`` routed a function, it stops watching
             calls (which slows Python) when this long passes without a new function.
+        partial_graphs: a function janus cannot convert whole runs split at statement level
+            (``janus.partial``): the runs of statements around what it cannot convert are served by
+            graphs of their own, the rest runs in Python (off: the whole function runs imperatively).
         strict: raise ``janus.StrictModeError`` where a function would run imperatively for good
             (like ``torch.compile(fullgraph=True)``); per function: ``janus.jit(strict=True)``.
     """
@@ -58,6 +61,7 @@ class Config:
     hot_calls: int = 5
     discovery_quiet_seconds: float = 1.0
     strict: bool = False
+    partial_graphs: bool = True
 
     def __setattr__(self, name: str, value: object) -> None:
         if name not in {f.name for f in dataclasses.fields(self)}:

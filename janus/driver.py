@@ -40,6 +40,7 @@ from janus.graphgen.generate import generate
 from janus.graphgen.interpreter import is_convertible_entry
 from janus.graphgen.source import location
 from janus.ops import build
+from janus.partial import split_function
 from janus.profiler import Profile, observe, profiled_call
 
 log = logging.getLogger("janus")
@@ -102,6 +103,7 @@ class JitFunction:
         self.imperative_reason: str | None = is_convertible_entry(self.fn)
         self.imperative_kind = "construct" if self.imperative_reason else ""  # see errors.KINDS
         self._said_imperative = False  # the one warning that it runs imperatively was given
+        self.split = None  # janus.partial.SplitVersion: how it runs where it cannot be converted whole
         self._observations: list[list] = [[] for _ in self.params]
         self._failed_graphs: dict[tuple, set[str]] = {}  # signature of a graph dropped -> keys that failed
         self._raising_paths: set[frozenset[str]] = set()  # guard keys broken by calls that raise in eager
@@ -135,6 +137,9 @@ class JitFunction:
         if self.imperative_reason is not None:
             if not self._said_imperative:
                 self._say_imperative()
+            if self.split is not None:  # convertible runs of statements are served by segments' graphs
+                stats.count("calls", "split_calls")
+                return self.split(args, kwargs)
             stats.count("calls", "imperative_calls")
             return self._eager_timed(args, kwargs)
         bound = self._bind(args, kwargs)
@@ -367,7 +372,7 @@ class JitFunction:
                     graph = generate(self.fn, self.params, specs, self.profile, self.failures.__getitem__)
             except NeedsStaticShape as err:
                 if self._exact_shapes:
-                    self._go_imperative(err.reason, err.location, err.kind)
+                    self._go_imperative(err.reason, err.location, err.kind, splittable=True)
                     return
                 self._exact_shapes = True
                 continue
@@ -385,12 +390,12 @@ class JitFunction:
             except NotConvertible as err:
                 if self._constant_flags(err) or self._unpoint_lists(specs, err):
                     continue
-                self._go_imperative(err.reason, err.location, err.kind)
+                self._go_imperative(err.reason, err.location, err.kind, splittable=True)
                 return
             except GenerationError as err:
                 if self._constant_flags(err):
                     continue
-                self._go_imperative(f"graph build failed: {err}", err.location, "build failed")
+                self._go_imperative(f"graph build failed: {err}", err.location, "build failed", splittable=True)
                 return
             except Exception as err:  # a bug in janus: never let it change the user's result
                 log.debug("janus: internal error building %s", self.fn.__qualname__, exc_info=True)
@@ -439,12 +444,16 @@ class JitFunction:
             self.failures[key] = config.max_failures
         return bool(keys)
 
-    def _go_imperative(self, reason: str, where: str, kind: str) -> None:
+    def _go_imperative(self, reason: str, where: str, kind: str, splittable: bool = False) -> None:
         """From now on every call runs in eager: said once, loudly; ``strict`` raises instead.
-        ``kind`` is the refusal's stable kind (``errors.KINDS``, or the driver's own)."""
+        ``kind`` is the refusal's stable kind (``errors.KINDS``, or the driver's own). Where a
+        statement of the function refused (``splittable``), it runs split instead (janus.partial):
+        the runs of statements around it are served by graphs of their own."""
         self.imperative_reason = f"{reason} ({where})" if where else reason
         self.imperative_kind = kind
         self.cache.clear()
+        if splittable and not (self.strict or config.strict):
+            self.split = split_function(self, reason, where, kind)
         self._say_imperative()
 
     def _say_imperative(self) -> None:
@@ -456,6 +465,14 @@ class JitFunction:
                 f"janus cannot serve {self.fn.__qualname__} ({code.co_filename}:{code.co_firstlineno}) from a graph: "
                 f"{self.imperative_reason}"
             )
+        if self.split is not None:
+            log.warning(
+                "janus: %s (%s:%d) runs split from now on: %d graph segments around what janus cannot convert, "
+                "which runs in Python: [%s] %s. janus.explain(fn) shows the segments.",
+                self.fn.__qualname__, code.co_filename, code.co_firstlineno, len(self.split.segments),
+                self.imperative_kind, self.imperative_reason,
+            )  # fmt: skip
+            return
         log.warning(
             "janus: %s (%s:%d) runs imperatively from now on (correct, but no speed-up): [%s] %s. "
             "janus.explain(fn) shows what janus saw; README 'Semantics' lists what is deferred or refused.",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from janus.driver import JitFunction, all_functions, resolve
+from janus.partial import explain_lines
 from janus.transparent import report as transparent_report
 
 
@@ -30,7 +31,9 @@ def _explain_one(jf: JitFunction) -> str:
         f"profiled_calls={s.profiled_calls} fallbacks={s.fallbacks} graphs_built={s.graphs_built} "
         f"assumption_failures={s.assumption_failures} build_seconds={s.build_seconds:.3f}",
     ]
-    if jf.imperative_reason:
+    if jf.split is not None:
+        lines += explain_lines(jf)
+    elif jf.imperative_reason:
         lines.append(f"  runs imperatively [{jf.imperative_kind}]: {jf.imperative_reason}")
     for n, runner in enumerate(jf.cache.entries):
         graph = runner.graph

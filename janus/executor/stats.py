@@ -11,6 +11,7 @@ class Stats:
     calls: int = 0
     graph_calls: int = 0
     imperative_calls: int = 0
+    split_calls: int = 0  # calls run split (janus.partial): Python statements and graph segments
     profiled_calls: int = 0
     fallbacks: int = 0
     graphs_built: int = 0

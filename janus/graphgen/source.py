@@ -7,14 +7,30 @@ import inspect
 import textwrap
 import tokenize
 import types
+import weakref
 
 import gast
 
 from janus.graphgen.errors import NotConvertible
 
+# Functions janus generated itself (the segments of a split function, janus/partial): no file
+# holds their source, so their gast is registered here, keyed by their code object.
+_generated: weakref.WeakKeyDictionary[types.CodeType, gast.FunctionDef] = weakref.WeakKeyDictionary()
+
+
+def register_ast(code: types.CodeType, node: gast.FunctionDef) -> None:
+    """Makes ``function_ast(code)`` return ``node`` (line numbers as in the user's file)."""
+    _generated[code] = node
+
+
+def function_ast(code: types.CodeType) -> gast.FunctionDef:
+    """The gast ``FunctionDef`` of ``code``: as registered (``register_ast``), or read from its file."""
+    node = _generated.get(code)
+    return node if node is not None else _function_ast_from_source(code)
+
 
 @functools.cache
-def function_ast(code: types.CodeType) -> gast.FunctionDef:
+def _function_ast_from_source(code: types.CodeType) -> gast.FunctionDef:
     """The gast ``FunctionDef`` of ``code``, with line numbers as in its file.
 
     A lambda is found among the lambdas of its source line by its parameter names (and, where

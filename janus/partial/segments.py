@@ -1,0 +1,194 @@
+"""Builds and runs the split version of a jitted function (see ``janus.partial``).
+
+The rewritten function and its segment functions are compiled together in a factory whose
+parameters are the original's free variables, the segments' ``JitFunction``s and a helper: so they
+keep the original's globals and closure cells, and the rewritten function reaches its segments
+through cells, never through the user's module. Every statement keeps its line in the user's file
+(``explain()`` and tracebacks point there); janus reads a segment's source from the AST registered
+with ``janus.graphgen.source``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+import logging
+import types
+
+import gast
+
+from janus import distributed
+from janus.config import config
+from janus.graphgen.source import function_ast, register_ast
+from janus.partial import split
+
+log = logging.getLogger("janus")
+MAX_DEPTH = 4  # a segment that refuses is split again, at most this deep
+# Refusals that are no statement's: the function runs imperatively as before.
+UNSPLITTABLE = {"source", "internal error", "argument", "max graphs", "ops unavailable", "graph error", "raises"}
+
+
+@dataclasses.dataclass
+class Segment:
+    plan: split.SegmentPlan
+    jit: object  # the segment's JitFunction
+
+    def describe(self) -> str:
+        lines = f"line {self.plan.first_line}" if self.plan.first_line == self.plan.last_line else (
+            f"lines {self.plan.first_line}-{self.plan.last_line}"
+        )  # fmt: skip
+        return f"{lines} (in: {', '.join(self.plan.inputs) or '-'}; out: {', '.join(self.plan.outputs) or '-'})"
+
+
+@dataclasses.dataclass
+class SplitVersion:
+    """The function rewritten around its unconvertible statements, with its segments."""
+
+    fn: types.FunctionType
+    segments: list[Segment]
+    where: str  # file:line of the refusal it was split at
+    kind: str
+    reason: str
+    python_lines: list[int]
+
+    def __call__(self, args: tuple, kwargs: dict) -> object:
+        return self.fn(*args, **kwargs)
+
+
+def split_function(jf, reason: str, where: str, kind: str) -> SplitVersion | None:
+    """The split version of jitted function ``jf`` that refused at ``where``, or None where it
+    cannot be split (the function then runs imperatively, as before)."""
+    if not config.partial_graphs or kind in UNSPLITTABLE or not where:
+        return None
+    depth = getattr(jf, "_split_depth", 0)
+    fn = jf.fn
+    code = fn.__code__
+    flags = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+    if depth >= MAX_DEPTH or code.co_flags & flags or code.co_name == "<lambda>" or "__class__" in code.co_freevars:
+        return None
+    if distributed.horovod() is not None:  # eager steps average their tapes' gradients: not across segments
+        return None
+    try:
+        line = statement_line(jf, where)
+        if line is None:
+            return None
+        node = gast.gast_to_ast(copy.deepcopy(function_ast(code)))
+        planned = split.plan(node, code, {line})
+        if not planned.segments:
+            return None
+        return _build(jf, planned, where, kind, reason, depth)
+    except Exception:  # a bug here must never change the user's result: imperative, as before
+        log.debug("janus: could not split %s", fn.__qualname__, exc_info=True)
+        return None
+
+
+def statement_line(jf, where: str) -> int | None:
+    """The line of ``jf``'s own statement that holds the refusal at ``where`` (``file:line``): that
+    line, or where it lies in a function ``jf`` calls, the line of the call (from the profile)."""
+    filename, _, number = where.rpartition(":")
+    if not number.isdigit():
+        return None
+    line = int(number)
+    code = jf.fn.__code__
+    node = function_ast(code)
+    first, last = node.body[0].lineno, node.body[-1].end_lineno
+    if filename == code.co_filename and first <= line <= last:
+        return line
+    callees = jf.profile.callees
+    sites = [(site_line, c) for (site_code, site_line), cs in callees.items() if site_code is code for c in cs]
+    best = None
+    for site_line, callee in sites:
+        seen: set[types.CodeType] = set()
+        todo = [callee]
+        while todo:
+            c = todo.pop()
+            if c in seen:
+                continue
+            seen.add(c)
+            if c.co_filename == filename and line in {ln for _, _, ln in c.co_lines() if ln is not None}:
+                best = site_line if best is None else min(best, site_line)
+                break
+            todo.extend(x for (sc, _), xs in callees.items() if sc is c for x in xs)
+    return best
+
+
+def _locals_at(exc: BaseException, segment) -> dict:
+    """The locals a segment's eager run had when ``exc`` left it (from its frame in the traceback)."""
+    target = segment.fn.__code__
+    found: dict = {}
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is target:
+            found = dict(tb.tb_frame.f_locals)
+        tb = tb.tb_next
+    return found
+
+
+def _build(jf, planned: split.Plan, where: str, kind: str, reason: str, depth: int) -> SplitVersion:
+    from janus.driver import JitFunction  # the driver imports this package
+
+    fn = jf.fn
+    code = fn.__code__
+    module = compile(planned.module(code.co_freevars), code.co_filename, "exec")
+    factory = next(c for c in module.co_consts if isinstance(c, types.CodeType) and c.co_name == split.FACTORY)
+    inner = {c.co_name: c for c in factory.co_consts if isinstance(c, types.CodeType)}
+    cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
+    cells[split.LOCALS_AT] = types.CellType(_locals_at)
+
+    def make(c: types.CodeType, name: str, defaults: tuple | None) -> types.FunctionType:
+        made = types.FunctionType(c, fn.__globals__, name, defaults, tuple(cells[n] for n in c.co_freevars))
+        made.__module__ = fn.__module__
+        return made
+
+    segments = []
+    for seg in planned.segments:
+        seg_fn = make(inner[seg.def_name], seg.def_name, None)
+        seg_fn.__qualname__ = f"{fn.__qualname__}.<segment {seg.index}: {_lines(seg)}>"
+        register_ast(seg_fn.__code__, gast.ast_to_gast(seg.node))
+        seg_jit = JitFunction(seg_fn, profile_calls=jf.profile_calls)
+        seg_jit._split_depth = depth + 1  # noqa: SLF001
+        seg_jit._segment_of = jf  # noqa: SLF001
+        cells[seg.name] = types.CellType(seg_jit)
+        segments.append(Segment(seg, seg_jit))
+    new = make(inner[code.co_name], fn.__name__, fn.__defaults__)
+    new.__kwdefaults__ = dict(fn.__kwdefaults__) if fn.__kwdefaults__ else None
+    new.__qualname__ = fn.__qualname__
+    new.__doc__ = fn.__doc__
+    register_ast(new.__code__, gast.ast_to_gast(planned.function))
+    return SplitVersion(new, segments, where, kind, reason, planned.python_lines)
+
+
+def _lines(seg: split.SegmentPlan) -> str:
+    return f"L{seg.first_line}" if seg.first_line == seg.last_line else f"L{seg.first_line}-{seg.last_line}"
+
+
+def segment_calls(jf) -> int:
+    """Calls of ``jf``'s segments (and theirs, where split in turn) that graphs served."""
+    version = getattr(jf, "split", None)
+    if version is None:
+        return 0
+    return sum(s.jit.stats.graph_calls + segment_calls(s.jit) for s in version.segments)
+
+
+def explain_lines(jf, indent: str = "  ") -> list[str]:
+    """``explain()``'s lines about how ``jf`` runs split: the break, then each segment."""
+    version = getattr(jf, "split", None)
+    if version is None:
+        return []
+    lines = [
+        f"{indent}runs split into {len(version.segments)} graph segments; break at {version.where} "
+        f"[{version.kind}]: {version.reason}",
+        f"{indent}  Python keeps the statements at lines {', '.join(map(str, version.python_lines)) or '-'}",
+    ]
+    for n, seg in enumerate(version.segments, 1):
+        s = seg.jit.stats
+        lines.append(
+            f"{indent}  segment {n}: {seg.describe()}: calls={s.calls} graph_calls={s.graph_calls} "
+            f"graphs_built={s.graphs_built}"
+        )
+        if getattr(seg.jit, "split", None) is not None:
+            lines += explain_lines(seg.jit, indent + "    ")
+        elif seg.jit.imperative_reason:
+            lines.append(f"{indent}    runs imperatively [{seg.jit.imperative_kind}]: {seg.jit.imperative_reason}")
+    return lines
