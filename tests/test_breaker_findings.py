@@ -146,3 +146,31 @@ def test_logging_every_n_steps_serves_the_other_steps_from_graphs():
 
     jitted = run_differential(make, [(tf.constant([0.1 * i, 1.0]),) for i in range(21)], min_graph_calls=10)
     assert janus.stats(jitted)["graphs_built"] <= 3
+
+
+def test_a_function_returning_its_gradient_tape_keeps_eagers_tape():
+    """A graph's tape recorded the graph's ops: the caller's tape.gradient on it gave None or raised
+    on later calls. Such a function runs eagerly, and the returned tape works as eager's."""
+
+    def make():
+        w = tf.Variable(2.0)
+
+        def forward(x):
+            with tf.GradientTape() as tape:
+                y = x * w
+            return y, tape
+
+        def step(x):
+            y, tape = forward_fn(x)
+            return y, tape.gradient(y, w)
+
+        forward_fn = janus.jit(forward) if make.jit else forward
+        return step, lambda: w.numpy()
+
+    make.jit = False
+    eager_step, _ = make()
+    make.jit = True
+    jit_step, _ = make()
+    for i in range(6):
+        x = tf.constant(float(i))
+        assert [float(v) for v in eager_step(x)] == [float(v) for v in jit_step(x)]

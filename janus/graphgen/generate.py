@@ -344,6 +344,8 @@ class _Flattener:
             return ("const", value.real)  # the same list object eager returns (writes are committed to it)
         if isinstance(value, PyObjectRef):
             raise NotConvertible("returns an object known only at run time", loc)
+        if isinstance(value, tf.GradientTape):  # the graph's tape recorded the graph's ops, not the caller's
+            raise NotConvertible("returns or stores a GradientTape made in the function", loc)
         if any(is_symbolic(leaf) for leaf in tf.nest.flatten(value)):  # a graph tensor must not escape
             raise NotConvertible(f"returns a {type(value).__name__} holding tensors made by the graph", loc)
         return ("const", value)
