@@ -19,11 +19,15 @@ import logging
 import types
 from collections.abc import Callable
 
-from janus.config import Config, config
-from janus.driver import BoundJit, JitFunction, PartialJit, all_functions, resolve
-from janus.explain import explain
-from janus.graphgen.errors import StrictModeError
-from janus.transparent import disable, enable, enabled
+from janus import tfcheck
+
+tfcheck.require()  # before anything imports TensorFlow: a clear message if it is missing or too old
+
+from janus.config import Config, config  # noqa: E402
+from janus.driver import BoundJit, JitFunction, PartialJit, all_functions, resolve  # noqa: E402
+from janus.explain import explain  # noqa: E402
+from janus.graphgen.errors import StrictModeError  # noqa: E402
+from janus.transparent import disable, enable, enabled  # noqa: E402
 
 __all__ = ["Config", "StrictModeError", "config", "disable", "enable", "enabled", "explain", "jit", "reset", "stats"]
 
