@@ -17,8 +17,10 @@ after that run as they are.
 
 A chosen function is routed through ``janus.jit`` by swapping its ``__code__`` for a small
 trampoline with the same free variables; the jitted copy keeps the original code, so
-fallbacks run exactly the user's function. Library code, generators, lambdas, nested
-functions the hook cannot name, and functions traced by ``tf.function`` are never touched.
+fallbacks run exactly the user's function. Library code, generators, lambdas and nested
+functions the hook cannot name are never touched. A function first called while TensorFlow traces
+a graph (``tf.function``, Keras's ``model.fit`` without ``run_eagerly=True``) is classified again
+when it is first called eagerly; a routed function called during a trace runs plainly in it.
 ``janus.disable()`` puts every original ``__code__`` back and removes the hook.
 """
 
@@ -35,6 +37,7 @@ import warnings
 from collections.abc import Iterator
 
 import gast
+import tensorflow as tf
 
 from janus.config import config
 from janus.driver import JitFunction, busy_seconds
@@ -46,6 +49,10 @@ from janus.source.library import is_library_code
 log = logging.getLogger("janus")
 _SKIPPED_FLAGS = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coroutine, async generator
 _CO_OPTIMIZED = 0x1  # set for function bodies, not for class bodies or module code
+_TRACING = (
+    "called while TensorFlow traces a graph (tf.function, Keras model.fit without run_eagerly=True, "
+    "Keras shape inference): its Python runs once, inside that graph"
+)
 
 
 @dataclasses.dataclass
@@ -63,6 +70,8 @@ class _TransparentMode:
         self.active = False
         self.routed: dict[types.CodeType, Routed] = {}  # original code -> routing
         self.verdicts: dict[types.CodeType, str] = {}  # code -> why it is (not) routed
+        # code seen only while TF traced a graph: classified again when first called eagerly
+        self.tracing: set[types.CodeType] = set()
         self.calls: dict[types.CodeType, int] = {}
         self.trampolines: set[types.CodeType] = set()
         self.last_news = 0.0  # when the hook last saw a new function or routed one
@@ -112,6 +121,7 @@ class _TransparentMode:
         self.active = False
         self.routed.clear()
         self.verdicts.clear()
+        self.tracing.clear()
         self.calls.clear()
         self.trampolines.clear()
 
@@ -132,7 +142,7 @@ class _TransparentMode:
 
     def _discover(self, frame: types.FrameType) -> None:
         code = frame.f_code
-        if code in self.verdicts or code in self.trampolines:
+        if code in self.verdicts or code in self.trampolines or (code in self.tracing and not tf.executing_eagerly()):
             # quiet only counts once something was routed, and not while janus profiles or builds
             quiet = time.monotonic() - self.last_news - (busy_seconds() - self.busy_at_news)
             if self.routed and quiet >= config.discovery_quiet_seconds:
@@ -146,6 +156,10 @@ class _TransparentMode:
                 self._route_if_found(frame, "hot function running TensorFlow")
             return
         verdict = self._classify(frame)
+        if verdict == _TRACING:
+            self.tracing.add(code)
+            return
+        self.tracing.discard(code)
         if verdict == "hot":
             self.calls[code] = 1
         elif verdict.startswith("route:"):
@@ -161,8 +175,8 @@ class _TransparentMode:
             return "generator, coroutine, lambda or comprehension"
         if not code.co_flags & _CO_OPTIMIZED:
             return "class body or module code"
-        if _traced_by_tf_function(frame):
-            return "already wrapped in tf.function"
+        if not tf.executing_eagerly():  # not a frame check: Keras's run_eagerly step runs under autograph's wrapper
+            return _TRACING
         try:
             node = function_ast(code)
         except (NotConvertible, SyntaxError) as err:
@@ -202,6 +216,8 @@ class _TransparentMode:
         for code, verdict in sorted(self.verdicts.items(), key=lambda kv: (kv[0].co_filename, kv[0].co_firstlineno)):
             if verdict != "library code":
                 lines.append(f"  {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}): {verdict}")
+        for code in sorted(self.tracing, key=lambda c: (c.co_filename, c.co_firstlineno)):
+            lines.append(f"  {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}): {_TRACING}")
         return lines
 
 
@@ -219,17 +235,6 @@ def _function_of(frame: types.FrameType) -> types.FunctionType | None:
             if isinstance(method, types.FunctionType) and method.__code__ is code:
                 return method
     return None
-
-
-def _traced_by_tf_function(frame: types.FrameType) -> bool:
-    caller = frame.f_back
-    for _ in range(6):
-        if caller is None:
-            return False
-        if "polymorphic_function" in caller.f_code.co_filename or "autograph" in caller.f_code.co_filename:
-            return True
-        caller = caller.f_back
-    return False
 
 
 class _Dispatch:
