@@ -26,6 +26,7 @@ when it is first called eagerly; a routed function called during a trace runs pl
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import logging
@@ -282,6 +283,9 @@ def _trampoline(code: types.CodeType, dispatcher: _Dispatch) -> types.CodeType:
 
 
 _mode = _TransparentMode()
+# Stop watching before the interpreter tears modules down: calls made then (weakref callbacks)
+# would reach the hook with half-deleted modules.
+atexit.register(_mode._stop_watching)
 
 
 def enable() -> None:

@@ -2,6 +2,9 @@
 model's ``train_step`` (README "Keras model.fit"). Without ``run_eagerly`` Keras traces ``train_step``
 with ``tf.function``, and janus is a pass-through inside that trace."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -105,3 +108,35 @@ def test_enable_leaves_a_tf_function_alone():
         assert not [r for r in transparent.routed_functions() if "traced_step" in r.function.__qualname__]
     assert "traced_step" in report and "called while TensorFlow traces a graph" in report, report
     assert float(v.numpy()) == 17.0
+
+
+_EXIT_SCRIPT = """
+import numpy as np
+import tensorflow as tf
+import janus
+from janus import transparent  # a module global at teardown: the order that once reached the hook
+janus.enable()
+
+class Regressor(tf.keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.dense1 = tf.keras.layers.Dense(8, activation="relu")
+        self.dense2 = tf.keras.layers.Dense(1)
+    def call(self, x, training=False):
+        return self.dense2(self.dense1(x))
+
+rng = np.random.default_rng(0)
+x, y = rng.normal(size=(64, 4)).astype("float32"), rng.normal(size=(64, 1)).astype("float32")
+m = Regressor()
+m.compile(optimizer="sgd", loss="mse", run_eagerly=True)
+m.fit(x, y, batch_size=16, epochs=3, verbose=0)
+"""
+
+
+def test_enable_with_fit_exits_cleanly(tmp_path):
+    """Transparent mode stops watching at exit: calls during interpreter teardown never reach its hook."""
+    script = tmp_path / "fit_enable.py"
+    script.write_text(_EXIT_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
