@@ -438,7 +438,7 @@ class JitFunction:
             )
         log.warning(
             "janus: %s (%s:%d) runs imperatively from now on (correct, but no speed-up): [%s] %s. "
-            "janus.explain(fn) shows what janus saw; README 'Semantics' lists what is deferred or refused.",
+            "janus.explain(fn) shows what janus saw; README 'When janus does nothing, and why' lists the fixes.",
             self.fn.__qualname__, code.co_filename, code.co_firstlineno, self.imperative_kind, self.imperative_reason,
         )  # fmt: skip
 
