@@ -24,12 +24,25 @@ from janus import tfcheck
 tfcheck.require()  # before anything imports TensorFlow: a clear message if it is missing or too old
 
 from janus.config import Config, config  # noqa: E402
+from janus.diagnostics.report import report  # noqa: E402
 from janus.driver import BoundJit, JitFunction, PartialJit, all_functions, resolve  # noqa: E402
 from janus.explain import explain  # noqa: E402
 from janus.graphgen.errors import StrictModeError  # noqa: E402
 from janus.transparent import disable, enable, enabled  # noqa: E402
 
-__all__ = ["Config", "StrictModeError", "config", "disable", "enable", "enabled", "explain", "jit", "reset", "stats"]
+__all__ = [
+    "Config",
+    "StrictModeError",
+    "config",
+    "disable",
+    "enable",
+    "enabled",
+    "explain",
+    "jit",
+    "report",
+    "reset",
+    "stats",
+]
 
 logging.getLogger("janus").setLevel(config.log_level.upper())
 if not logging.getLogger("janus").handlers:

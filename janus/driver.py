@@ -98,6 +98,8 @@ class JitFunction:
         self.stats = Stats()
         self.failures: collections.Counter[str] = collections.Counter()
         self.failure_log: list[tuple[str, str]] = []  # (assumption key, what happened)
+        # calls that ran eagerly after the profiling, by (kind, why): what janus.report() ranks
+        self.fallback_reasons: collections.Counter[tuple[str, str]] = collections.Counter()
         self.imperative_reason: str | None = is_convertible_entry(self.fn)
         self.imperative_kind = "construct" if self.imperative_reason else ""  # see errors.KINDS
         self._said_imperative = False  # the one warning that it runs imperatively was given
@@ -244,6 +246,7 @@ class JitFunction:
             self.stats.count("guard_misses", "fallbacks")
             if self._over_budget():  # no diagnosis either: it costs more than the call at times
                 self._say_over_budget()
+                self._fell_back("over budget", _OVER_BUDGET)
                 return self._eager_timed(args, kwargs)
             with self._lock:
                 missed = self._record_guard_miss(bound)
@@ -268,10 +271,12 @@ class JitFunction:
     def _record_guard_miss(self, bound: tuple) -> frozenset[str]:
         """Counts the failures of the guards these arguments break; returns their keys."""
         if not self.cache.entries:
+            self._fell_back("no graph", "no graph yet: the last build made none (see failures seen)")
             return frozenset()
         failing = self.cache.entries[0].graph.guards.failing(list(bound))
         for guard in failing:
             self._fail(guard.key, f"guard failed: {guard.description} ({guard.location})")
+        self._fell_back("guard", "; ".join(f"{g.description} ({g.location})" for g in failing) or "guard failed")
         return frozenset(guard.key for guard in failing)
 
     def _after_assertion_failure(
@@ -280,10 +285,11 @@ class JitFunction:
         assumption = runner.graph.assumptions.get(assumption_id)
         key = assumption.key if assumption else f"assumption {assumption_id}"
         self.stats.count("assumption_failures", "fallbacks")
+        self._fell_back("assertion", f"JanusAssert failed: {assumption.description if assumption else key}")
         if key in runner.graph.tolerated:  # rebuilding made this graph again: this call is eager's alone
             return self._eager_timed(args, kwargs)
         if self._over_budget():  # the graph stays for the calls it serves; no new one for this call
-            self._say_over_budget()
+            self._say_over_budget()  # counted as an assertion above: that is why this call is eager's
             return self._eager_timed(args, kwargs)
         with self._lock:
             if self.cache.remove(runner):  # the first thread to see it fail counts it
@@ -301,6 +307,7 @@ class JitFunction:
         self.stats.count("fallbacks")
         message = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""
         what = f"graph raised {type(err).__name__}: {message}"
+        self._fell_back("graph error", what)
         result = self._profiled(bound, args, kwargs)  # raises eager's own error
         with self._lock:
             self._fail("graph error", f"{what}; eager did not")
@@ -317,6 +324,11 @@ class JitFunction:
             self._fail("graph error", f"graph raised {type(err).__name__} after a TF state update: {message}")
             reason = f"its graph raised {type(err).__name__} after updating TF state ({message})"
             self._go_imperative(reason, location(self.fn.__code__), "graph error")
+
+    def _fell_back(self, kind: str, why: str) -> None:
+        """One call runs eagerly although profiling is over: counted for ``janus.report()``."""
+        with self._lock:
+            self.fallback_reasons[(kind, why)] += 1
 
     def _fail(self, key: str, what: str) -> None:
         self.failures[key] += 1
@@ -461,6 +473,7 @@ def _progress(name: str, every: float = 5.0):
         done.set()
 
 
+_OVER_BUDGET = "another graph would not pay back its build time (config.build_budget)"
 _FAILED_NODE = re.compile(r"\{\{node ([^}]+)\}\}")
 
 
