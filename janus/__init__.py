@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import logging
 import types
 from collections.abc import Callable
 
@@ -43,12 +42,6 @@ __all__ = [
     "reset",
     "stats",
 ]
-
-logging.getLogger("janus").setLevel(config.log_level.upper())
-if not logging.getLogger("janus").handlers:
-    _handler = logging.StreamHandler()
-    _handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
-    logging.getLogger("janus").addHandler(_handler)
 
 
 def jit(fn: Callable | None = None, *, profile_calls: int | None = None, strict: bool = False):

@@ -30,6 +30,7 @@ from tensorflow.python.eager.polymorphic_function import eager_function_run
 
 from janus import distributed
 from janus.config import config
+from janus.diagnostics import logs
 from janus.executor.cache import GraphCache
 from janus.executor.runner import AssumptionFailed, GraphRunner
 from janus.executor.stats import Stats
@@ -41,7 +42,11 @@ from janus.graphgen.specs import ArgSpec, ConstArg, ObjectArg, SeqArg, derive, i
 from janus.ops import build
 from janus.profiler import Profile, observe, profiled_call
 
-log = logging.getLogger("janus")
+log_fallbacks = logs.logger("fallbacks")
+log_guards = logs.logger("guards")
+log_builds = logs.logger("builds")
+log_breaks = logs.logger("breaks")
+log_profile = logs.logger("profile")
 _registry: weakref.WeakSet[JitFunction] = weakref.WeakSet()
 # Held for every call of a function whose graphs commit writes to Python objects, from the guards
 # (which read the heap) to the commit, and for profiled calls: two threads' `self.n += 1` never
@@ -65,7 +70,7 @@ def busy_seconds() -> float:
 def _heap_lock() -> Iterator[None]:
     acquired = _HEAP_LOCK.acquire(timeout=HEAP_LOCK_PATIENCE)
     if not acquired:
-        log.debug("janus: the heap lock is held by a call that waits on this thread: going on without it")
+        log_profile.debug("the heap lock is held by a call that waits on this thread: going on without it")
     try:
         yield
     finally:
@@ -201,7 +206,7 @@ class JitFunction:
 
     def _profiled(self, bound: tuple, args: tuple, kwargs: dict) -> object:
         self.stats.count("profiled_calls")
-        log.debug("janus: %s: imperative call under the profiler (%d so far)", self.fn.__qualname__,
+        log_profile.debug("%s: imperative call under the profiler (%d so far)", self.fn.__qualname__,
                   self.stats.profiled_calls)  # fmt: skip
         observed = tuple(observe(v) for v in bound)
         for history, obs in zip(self._observations, observed):
@@ -231,9 +236,9 @@ class JitFunction:
         if not self._said_over_budget:
             self._said_over_budget = True
             stats = self.stats
-            log.log(
+            log_fallbacks.log(
                 logging.INFO if stats.graph_calls else logging.WARNING,  # loud where no graph serves
-                "janus: %s: another graph would not pay back its build time (%.2f s building so far, graphs saved "
+                "%s: another graph would not pay back its build time (%.2f s building so far, graphs saved "
                 "%.2f s, config.build_budget=%s): calls its graphs cannot serve run eagerly until they do",
                 self.fn.__qualname__, stats.build_seconds, stats.saved_seconds, config.build_budget,
             )  # fmt: skip
@@ -329,11 +334,12 @@ class JitFunction:
         """One call runs eagerly although profiling is over: counted for ``janus.report()``."""
         with self._lock:
             self.fallback_reasons[(kind, why)] += 1
+        log_fallbacks.info("%s: a call runs eagerly [%s]: %s", self.fn.__qualname__, kind, why)
 
     def _fail(self, key: str, what: str) -> None:
         self.failures[key] += 1
         self.failure_log.append((key, what))
-        log.info("janus: %s: %s; falling back to eager for this call", self.fn.__qualname__, what)
+        log_guards.debug("%s: %s", self.fn.__qualname__, what)
 
     def _specs(self) -> list[ArgSpec]:
         specs = [
@@ -371,6 +377,7 @@ class JitFunction:
                 with _progress(self.fn.__qualname__):
                     graph = generate(self.fn, self.params, specs, self.profile, self.failures.__getitem__)
             except NeedsStaticShape as err:
+                log_breaks.debug("%s: %s; building again with exact shapes", self.fn.__qualname__, err)
                 if self._exact_shapes:
                     self._go_imperative(err.reason, err.location, err.kind)
                     return
@@ -381,7 +388,7 @@ class JitFunction:
                 if self._missed:  # the graphs serve other calls: calls that miss them so run eagerly
                     self._raising_paths.add(self._missed)
                     keys = ", ".join(sorted(self._missed))
-                    log.info("janus: %s: calls that break %s raise in eager (%s): they run eagerly, "
+                    log_fallbacks.info("%s: calls that break %s raise in eager (%s): they run eagerly, "
                              "the graphs serve the others", self.fn.__qualname__, keys, err)  # fmt: skip
                     return
                 if self.failures["raises"] >= config.max_failures:
@@ -389,6 +396,7 @@ class JitFunction:
                 return  # no graph yet: the next call is profiled and tries again
             except NotConvertible as err:
                 if self._unpoint_lists(specs, err):
+                    log_breaks.debug("%s: %s; building again with list items one by one", self.fn.__qualname__, err)
                     continue
                 self._go_imperative(err.reason, err.location, err.kind)
                 return
@@ -396,7 +404,7 @@ class JitFunction:
                 self._go_imperative(f"graph build failed: {err}", err.location, "build failed")
                 return
             except Exception as err:  # a bug in janus: never let it change the user's result
-                log.debug("janus: internal error building %s", self.fn.__qualname__, exc_info=True)
+                log_builds.debug("internal error building %s", self.fn.__qualname__, exc_info=True)
                 reason = f"internal error while building the graph: {type(err).__name__}: {err}"
                 self._go_imperative(reason, "", "internal error")
                 return
@@ -404,7 +412,7 @@ class JitFunction:
         tolerated = self._failed_graphs.get(graph.signature())
         if tolerated:
             graph.tolerated = set(tolerated)
-            log.info("janus: %s: rebuilt the same graph after %s failed: calls where it fails run eagerly, "
+            log_fallbacks.info("%s: rebuilt the same graph after %s failed: calls where it fails run eagerly, "
                      "the graph serves the others", self.fn.__qualname__, ", ".join(sorted(tolerated)))  # fmt: skip
         self.cache.add(graph)
         self._effectful = (
@@ -414,8 +422,13 @@ class JitFunction:
             self._first_build_seconds = graph.build_seconds
         self.stats.count("graphs_built")
         self.stats.add_seconds(graph.build_seconds)
-        log.info("janus: built graph %d for %s in %.3fs", self.stats.graphs_built, self.fn.__qualname__,
-                 graph.build_seconds)  # fmt: skip
+        log_builds.info("built graph %d for %s in %.3fs", self.stats.graphs_built, self.fn.__qualname__,
+                        graph.build_seconds)  # fmt: skip
+        log_builds.debug(
+            "graph %d of %s: %s (%d inputs, %d outputs, %d state updates), %d guards, %d JanusAsserts",
+            self.stats.graphs_built, self.fn.__qualname__, graph.function_name, graph.num_inputs, graph.num_outputs,
+            graph.state_writes, len(graph.guards.guards), len(graph.assumptions),
+        )  # fmt: skip
         _dump(self, graph)
 
     def _unpoint_lists(self, specs: list[ArgSpec], err: NotConvertible) -> bool:
@@ -448,8 +461,8 @@ class JitFunction:
                 f"janus cannot serve {self.fn.__qualname__} ({code.co_filename}:{code.co_firstlineno}) from a graph: "
                 f"{self.imperative_reason}"
             )
-        log.warning(
-            "janus: %s (%s:%d) runs imperatively from now on (correct, but no speed-up): [%s] %s. "
+        log_breaks.warning(
+            "%s (%s:%d) runs imperatively from now on (correct, but no speed-up): [%s] %s. "
             "janus.explain(fn) shows what janus saw; README 'When janus does nothing, and why' lists the fixes.",
             self.fn.__qualname__, code.co_filename, code.co_firstlineno, self.imperative_kind, self.imperative_reason,
         )  # fmt: skip
@@ -463,7 +476,7 @@ def _progress(name: str, every: float = 5.0):
 
     def report() -> None:
         while not done.wait(every):
-            log.warning("janus: still building the graph for %s (%.0f s)", name, time.perf_counter() - started)
+            log_builds.warning("still building the graph for %s (%.0f s)", name, time.perf_counter() - started)
 
     thread = threading.Thread(target=report, daemon=True)
     thread.start()

@@ -29,7 +29,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
-import logging
 import sys
 import threading
 import time
@@ -41,13 +40,14 @@ import gast
 import tensorflow as tf
 
 from janus.config import config
+from janus.diagnostics import logs
 from janus.driver import JitFunction, busy_seconds
 from janus.graphgen.errors import NotConvertible
 from janus.graphgen.keras_layers import is_keras_layer
 from janus.graphgen.source import function_ast
 from janus.source.library import is_library_code
 
-log = logging.getLogger("janus")
+log = logs.logger("transparent")
 _SKIPPED_FLAGS = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coroutine, async generator
 _CO_OPTIMIZED = 0x1  # set for function bodies, not for class bodies or module code
 _TRACING = (
@@ -99,7 +99,7 @@ class _TransparentMode:
             self.stopped_at = time.monotonic()
             sys.settrace(self._previous)
             threading.settrace(None)
-            log.info("janus: transparent mode saw no new function for %.1f s; it stops watching",
+            log.info("transparent mode saw no new function for %.1f s; it stops watching",
                      config.discovery_quiet_seconds)  # fmt: skip
 
     def rearm(self) -> None:
@@ -111,7 +111,7 @@ class _TransparentMode:
             self._previous = sys.gettrace()
             sys.settrace(self._hook)
             threading.settrace(self._hook)
-            log.info("janus: transparent mode watches calls again (a routed function is warming up)")
+            log.info("transparent mode watches calls again (a routed function is warming up)")
 
     def disable(self) -> None:
         if not self.active:
@@ -134,7 +134,7 @@ class _TransparentMode:
         except Exception as err:  # noqa: BLE001 - a failure here is janus's, never the program's
             code = frame.f_code
             self.verdicts[code] = f"left alone: transparent mode failed on it ({type(err).__name__}: {err})"
-            log.warning("janus: transparent mode leaves %s (%s:%d) alone: %s: %s", code.co_qualname,
+            log.warning("transparent mode leaves %s (%s:%d) alone: %s: %s", code.co_qualname,
                         code.co_filename, code.co_firstlineno, type(err).__name__, err)  # fmt: skip
 
     def _news(self) -> None:
@@ -167,6 +167,10 @@ class _TransparentMode:
             self._route_if_found(frame, verdict[len("route:") :])
         else:
             self.verdicts[code] = verdict
+            if verdict != "library code":
+                log.debug(
+                    "leaves %s (%s:%d) alone: %s", code.co_qualname, code.co_filename, code.co_firstlineno, verdict
+                )
 
     def _classify(self, frame: types.FrameType) -> str:
         code = frame.f_code
@@ -209,7 +213,7 @@ class _TransparentMode:
         function.__code__ = trampoline
         self.routed[code] = Routed(function, code, jitted, why)
         self._news()
-        log.info("janus: routing %s (%s:%d) through janus: %s", function.__qualname__, code.co_filename,
+        log.info("routing %s (%s:%d) through janus: %s", function.__qualname__, code.co_filename,
                  code.co_firstlineno, why)  # fmt: skip
 
     def report(self) -> list[str]:
