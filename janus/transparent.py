@@ -217,13 +217,72 @@ class _TransparentMode:
                  code.co_firstlineno, why)  # fmt: skip
 
     def report(self) -> list[str]:
+        """The user functions seen, grouped: routed and served by graphs, routed but running
+        imperatively (why), not routed (why). Library code, janus's own, code made by ``exec``
+        (dataclass ``__init__``), comprehensions, class bodies and modules are left out."""
+        served, imperative, not_routed = [], [], []
+        # copies first: the hook may record verdicts for the calls made here
+        routed_now, verdicts, tracing, hot = (
+            list(self.routed.items()),
+            list(self.verdicts.items()),
+            list(self.tracing),
+            list(self.calls.items()),
+        )
+        for code, routed in routed_now:
+            line = f"{_where(code)}: routed through janus: {routed.why}"
+            jf = routed.jitted
+            if jf.imperative_reason is None and jf.stats.graph_calls:
+                served.append((code, f"{line}; {jf.stats.graph_calls} of {jf.stats.calls} calls served by graphs"))
+            else:
+                imperative.append((code, f"{line}; {_not_served(jf)}"))
+        for code, verdict in verdicts:
+            if code not in self.routed and _is_user_code(code, verdict):
+                not_routed.append((code, f"{_where(code)}: {verdict}"))
+        for code in tracing:
+            if _is_user_code(code, ""):
+                not_routed.append((code, f"{_where(code)}: {_TRACING}"))
+        for code, calls in hot:
+            if _is_user_code(code, ""):
+                times = "once" if calls == 1 else f"{calls} times"
+                not_routed.append((code, f"{_where(code)}: runs TensorFlow, called {times}: routed once called "
+                                         f"config.hot_calls={config.hot_calls} times"))  # fmt: skip
         lines = []
-        for code, verdict in sorted(self.verdicts.items(), key=lambda kv: (kv[0].co_filename, kv[0].co_firstlineno)):
-            if verdict != "library code":
-                lines.append(f"  {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}): {verdict}")
-        for code in sorted(self.tracing, key=lambda c: (c.co_filename, c.co_firstlineno)):
-            lines.append(f"  {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}): {_TRACING}")
+        for title, group in (
+            ("routed and served by graphs", served),
+            ("routed, but not served by graphs", imperative),
+            ("not routed", not_routed),
+        ):
+            if group:
+                lines.append(f"  {title} ({len(group)}):")
+                lines += [
+                    f"    {text}" for _, text in sorted(group, key=lambda g: (g[0].co_filename, g[0].co_firstlineno))
+                ]
         return lines
+
+
+def _where(code: types.CodeType) -> str:
+    return f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno})"
+
+
+def _is_user_code(code: types.CodeType, verdict: str) -> bool:
+    """A function the user wrote in a file: what ``explain()`` lists under ``enable()``."""
+    if verdict in ("library code", "class body or module code") or code.co_filename.startswith("<"):
+        return False  # janus's own guards, dataclass __init__ and namedtuple methods come from exec
+    return not code.co_name.startswith("<") or code.co_name == "<lambda>"  # comprehensions, modules
+
+
+def _not_served(jf: JitFunction) -> str:
+    """Why a routed function's calls are not served by graphs (yet)."""
+    s = jf.stats
+    if jf.imperative_reason is not None:
+        return f"runs imperatively [{jf.imperative_kind}]: {jf.imperative_reason}"
+    if not s.calls:
+        return "not called since it was routed (or called only inside another routed function's graph)"
+    if not s.graphs_built:
+        return f"no graph yet: {s.calls} calls, {s.profiled_calls} profiled"
+    top = jf.fallback_reasons.most_common(1)
+    why = f"; most often [{top[0][0][0]}] {top[0][0][1]}" if top else ""
+    return f"its graphs served none of its {s.calls} calls{why}"
 
 
 def _function_of(frame: types.FrameType) -> types.FunctionType | None:
