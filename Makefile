@@ -1,6 +1,7 @@
 # janus: `make test` and `make demo` do all set-up on a fresh machine.
+# Another Python in its own venv: `make test PYTHON=python3.13 VENV=.venv313`.
 PYTHON ?= python3.11
-VENV := .venv
+VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.janus-setup
 OPS_STAMP := $(VENV)/.janus-ops
@@ -12,7 +13,8 @@ export PYTHONUNBUFFERED := 1
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml setup.py requirements-dev.txt
-	test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV) || { test "$(origin PYTHON)" = file && python3 -m venv $(VENV); }
+	$(PY) --version
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt
 	# tf_keras (Keras 2) without deps: its deps would pull the non-cpu TensorFlow wheel.
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps 'tf_keras==2.21.*'

@@ -80,7 +80,7 @@ def main() -> None:
     )
     console.print(f"written: {path}")
     update_readme(path)
-    console.print("README.md benchmark block updated from these results")
+    console.print("benchmarks/README.md: measured block updated from these results")
     plots.main(path.parent)
     console.print(f"plots written to {path.parent}")
 

@@ -1,4 +1,4 @@
-"""Renders measured results (benchmarks/results/summary.json) into the README's benchmark block."""
+"""Renders measured results (benchmarks/results/summary.json) into the block of benchmarks/README.md."""
 
 from __future__ import annotations
 
@@ -174,7 +174,7 @@ def horovod_markdown(payload: dict) -> str:
 
 
 def update_readme(results_file: Path = ROOT / "benchmarks" / "results" / "summary.json") -> None:
-    readme = ROOT / "README.md"
+    readme = ROOT / "benchmarks" / "README.md"
     text = readme.read_text()
     payload = json.loads(results_file.read_text())
     body = markdown(payload)

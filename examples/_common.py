@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import time
 
@@ -16,9 +17,11 @@ def parse(description: str, steps: int):
     parser.add_argument("--steps", type=int, default=steps)
     parser.add_argument("--save", help="write final loss, weights and janus stats here (for tests)")
     args = parser.parse_args()
-    if args.janus:
+    if args.janus or args.jit:
         import janus
 
+        atexit.register(lambda: print(janus.report()))  # what janus did, once the run is over
+    if args.janus:
         janus.enable()
     return args
 

@@ -85,6 +85,8 @@ def main():
     if not np.isclose(eager_loss, janus_loss, rtol=1e-5):
         raise SystemExit(f"final losses differ: eager {eager_loss} vs janus {janus_loss}")
     print("final losses agree (rtol 1e-5)")
+    print()
+    print(janus.report())
 
 
 if __name__ == "__main__":

@@ -15,24 +15,34 @@ from __future__ import annotations
 
 import functools
 import inspect
-import logging
 import types
 from collections.abc import Callable
 
-from janus.config import Config, config
-from janus.driver import BoundJit, JitFunction, PartialJit, all_functions, resolve
-from janus.explain import explain
-from janus.graphgen.errors import StrictModeError
-from janus.partial import segment_calls
-from janus.transparent import disable, enable, enabled
+from janus import tfcheck
 
-__all__ = ["Config", "StrictModeError", "config", "disable", "enable", "enabled", "explain", "jit", "reset", "stats"]
+tfcheck.require()  # before anything imports TensorFlow: a clear message if it is missing or too old
 
-logging.getLogger("janus").setLevel(config.log_level.upper())
-if not logging.getLogger("janus").handlers:
-    _handler = logging.StreamHandler()
-    _handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
-    logging.getLogger("janus").addHandler(_handler)
+from janus.config import Config, config  # noqa: E402
+from janus.diagnostics.report import report  # noqa: E402
+from janus.driver import BoundJit, JitFunction, PartialJit, all_functions, resolve  # noqa: E402
+from janus.explain import explain  # noqa: E402
+from janus.graphgen.errors import StrictModeError  # noqa: E402
+from janus.partial import segment_calls  # noqa: E402
+from janus.transparent import disable, enable, enabled  # noqa: E402
+
+__all__ = [
+    "Config",
+    "StrictModeError",
+    "config",
+    "disable",
+    "enable",
+    "enabled",
+    "explain",
+    "jit",
+    "report",
+    "reset",
+    "stats",
+]
 
 
 def jit(fn: Callable | None = None, *, profile_calls: int | None = None, strict: bool = False):

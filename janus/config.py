@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 
 
@@ -24,7 +23,9 @@ class Config:
         small_tensor_elements: integer/bool tensors with at most this many elements whose value
             stayed constant while profiling are specialised to constants (checked by a JanusAssert).
             Float tensors never are: a constant would cut their gradients.
-        log_level: level of the ``janus`` logger ("warning", "info", "debug").
+        log_level: what janus logs (``JANUS_LOG``): a level for all of janus ("warning", "info",
+            "debug") and/or named channels shown at DEBUG ("fallbacks,guards,builds,breaks",
+            "transparent", "profile", "all"); see ``janus.diagnostics.logs``.
         dump_dir: when set, generated code (``ast.unparse``) and graphs are written here.
         disabled: every jit is a pass-through (``JANUS_DISABLE=1``).
         speculate_branches: inline the side of a tensor ``if`` that every profiled call took,
@@ -68,7 +69,9 @@ class Config:
             raise AttributeError(f"janus.config has no setting {name!r}")
         super().__setattr__(name, value)
         if name == "log_level":
-            logging.getLogger("janus").setLevel(str(value).upper())
+            from janus.diagnostics import logs  # here: janus.diagnostics is imported after config
+
+            logs.apply(str(value))
 
 
 def _from_environment() -> Config:

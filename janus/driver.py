@@ -32,6 +32,7 @@ from tensorflow.python.eager.polymorphic_function import eager_function_run
 from janus import distributed
 from janus.assumptions.specs import ArgSpec, ConstArg, ObjectArg, SeqArg, derive, item_key, list_pointer_keys
 from janus.config import config
+from janus.diagnostics import logs
 from janus.executor.cache import GraphCache
 from janus.executor.runner import AssumptionFailed, GraphRunner
 from janus.executor.stats import Stats
@@ -43,7 +44,11 @@ from janus.ops import build
 from janus.partial import split_function
 from janus.profiler import Profile, observe, profiled_call
 
-log = logging.getLogger("janus")
+log_fallbacks = logs.logger("fallbacks")
+log_guards = logs.logger("guards")
+log_builds = logs.logger("builds")
+log_breaks = logs.logger("breaks")
+log_profile = logs.logger("profile")
 _registry: weakref.WeakSet[JitFunction] = weakref.WeakSet()
 # Held for every call of a function whose graphs commit writes to Python objects, from the guards
 # (which read the heap) to the commit, and for profiled calls: two threads' `self.n += 1` never
@@ -67,7 +72,7 @@ def busy_seconds() -> float:
 def _heap_lock() -> Iterator[None]:
     acquired = _HEAP_LOCK.acquire(timeout=HEAP_LOCK_PATIENCE)
     if not acquired:
-        log.debug("janus: the heap lock is held by a call that waits on this thread: going on without it")
+        log_profile.debug("the heap lock is held by a call that waits on this thread: going on without it")
     try:
         yield
     finally:
@@ -100,6 +105,8 @@ class JitFunction:
         self.stats = Stats()
         self.failures: collections.Counter[str] = collections.Counter()
         self.failure_log: list[tuple[str, str]] = []  # (assumption key, what happened)
+        # calls that ran eagerly after the profiling, by (kind, why): what janus.report() ranks
+        self.fallback_reasons: collections.Counter[tuple[str, str]] = collections.Counter()
         self.imperative_reason: str | None = is_convertible_entry(self.fn)
         self.imperative_kind = "construct" if self.imperative_reason else ""  # see errors.KINDS
         self._said_imperative = False  # the one warning that it runs imperatively was given
@@ -205,7 +212,7 @@ class JitFunction:
 
     def _profiled(self, bound: tuple, args: tuple, kwargs: dict) -> object:
         self.stats.count("profiled_calls")
-        log.debug("janus: %s: imperative call under the profiler (%d so far)", self.fn.__qualname__,
+        log_profile.debug("%s: imperative call under the profiler (%d so far)", self.fn.__qualname__,
                   self.stats.profiled_calls)  # fmt: skip
         observed = tuple(observe(v) for v in bound)
         for history, obs in zip(self._observations, observed):
@@ -235,9 +242,9 @@ class JitFunction:
         if not self._said_over_budget:
             self._said_over_budget = True
             stats = self.stats
-            log.log(
+            log_fallbacks.log(
                 logging.INFO if stats.graph_calls else logging.WARNING,  # loud where no graph serves
-                "janus: %s: another graph would not pay back its build time (%.2f s building so far, graphs saved "
+                "%s: another graph would not pay back its build time (%.2f s building so far, graphs saved "
                 "%.2f s, config.build_budget=%s): calls its graphs cannot serve run eagerly until they do",
                 self.fn.__qualname__, stats.build_seconds, stats.saved_seconds, config.build_budget,
             )  # fmt: skip
@@ -250,6 +257,7 @@ class JitFunction:
             self.stats.count("guard_misses", "fallbacks")
             if self._over_budget():  # no diagnosis either: it costs more than the call at times
                 self._say_over_budget()
+                self._fell_back("over budget", _OVER_BUDGET)
                 return self._eager_timed(args, kwargs)
             with self._lock:
                 missed = self._record_guard_miss(bound)
@@ -274,10 +282,12 @@ class JitFunction:
     def _record_guard_miss(self, bound: tuple) -> frozenset[str]:
         """Counts the failures of the guards these arguments break; returns their keys."""
         if not self.cache.entries:
+            self._fell_back("no graph", "no graph yet: the last build made none (see failures seen)")
             return frozenset()
         failing = self.cache.entries[0].graph.guards.failing(list(bound))
         for guard in failing:
             self._fail(guard.key, f"guard failed: {guard.description} ({guard.location})")
+        self._fell_back("guard", "; ".join(f"{g.description} ({g.location})" for g in failing) or "guard failed")
         return frozenset(guard.key for guard in failing)
 
     def _after_assertion_failure(
@@ -286,6 +296,7 @@ class JitFunction:
         assumption = runner.graph.assumptions.get(assumption_id)
         key = assumption.key if assumption else f"assumption {assumption_id}"
         self.stats.count("assumption_failures", "fallbacks")
+        self._fell_back("assertion", f"JanusAssert failed: {assumption.description if assumption else key}")
         if key in runner.graph.tolerated:  # rebuilding made this graph again: this call is eager's alone
             return self._eager_timed(args, kwargs)
         if assumption is not None and assumption.final:  # no other graph could serve it
@@ -295,7 +306,7 @@ class JitFunction:
                     self._fail(key, f"JanusAssert failed: {assumption.description} (such calls run eagerly)")
             return self._eager_timed(args, kwargs)
         if self._over_budget():  # the graph stays for the calls it serves; no new one for this call
-            self._say_over_budget()
+            self._say_over_budget()  # counted as an assertion above: that is why this call is eager's
             return self._eager_timed(args, kwargs)
         with self._lock:
             if self.cache.remove(runner):  # the first thread to see it fail counts it
@@ -313,6 +324,7 @@ class JitFunction:
         self.stats.count("fallbacks")
         message = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""
         what = f"graph raised {type(err).__name__}: {message}"
+        self._fell_back("graph error", what)
         result = self._profiled(bound, args, kwargs)  # raises eager's own error
         with self._lock:
             self._fail("graph error", f"{what}; eager did not")
@@ -330,10 +342,16 @@ class JitFunction:
             reason = f"its graph raised {type(err).__name__} after updating TF state ({message})"
             self._go_imperative(reason, location(self.fn.__code__), "graph error")
 
+    def _fell_back(self, kind: str, why: str) -> None:
+        """One call runs eagerly although profiling is over: counted for ``janus.report()``."""
+        with self._lock:
+            self.fallback_reasons[(kind, why)] += 1
+        log_fallbacks.info("%s: a call runs eagerly [%s]: %s", self.fn.__qualname__, kind, why)
+
     def _fail(self, key: str, what: str) -> None:
         self.failures[key] += 1
         self.failure_log.append((key, what))
-        log.info("janus: %s: %s; falling back to eager for this call", self.fn.__qualname__, what)
+        log_guards.debug("%s: %s", self.fn.__qualname__, what)
 
     def _specs(self) -> list[ArgSpec]:
         specs = [
@@ -371,6 +389,7 @@ class JitFunction:
                 with _progress(self.fn.__qualname__):
                     graph = generate(self.fn, self.params, specs, self.profile, self.failures.__getitem__)
             except NeedsStaticShape as err:
+                log_breaks.debug("%s: %s; building again with exact shapes", self.fn.__qualname__, err)
                 if self._exact_shapes:
                     self._go_imperative(err.reason, err.location, err.kind, splittable=True)
                     return
@@ -381,14 +400,17 @@ class JitFunction:
                 if self._missed:  # the graphs serve other calls: calls that miss them so run eagerly
                     self._raising_paths.add(self._missed)
                     keys = ", ".join(sorted(self._missed))
-                    log.info("janus: %s: calls that break %s raise in eager (%s): they run eagerly, "
+                    log_fallbacks.info("%s: calls that break %s raise in eager (%s): they run eagerly, "
                              "the graphs serve the others", self.fn.__qualname__, keys, err)  # fmt: skip
                     return
                 if self.failures["raises"] >= config.max_failures:
                     self._go_imperative(err.reason, err.location, err.kind)
                 return  # no graph yet: the next call is profiled and tries again
             except NotConvertible as err:
-                if self._constant_flags(err) or self._unpoint_lists(specs, err):
+                if self._constant_flags(err):
+                    continue
+                if self._unpoint_lists(specs, err):
+                    log_breaks.debug("%s: %s; building again with list items one by one", self.fn.__qualname__, err)
                     continue
                 self._go_imperative(err.reason, err.location, err.kind, splittable=True)
                 return
@@ -398,7 +420,7 @@ class JitFunction:
                 self._go_imperative(f"graph build failed: {err}", err.location, "build failed", splittable=True)
                 return
             except Exception as err:  # a bug in janus: never let it change the user's result
-                log.debug("janus: internal error building %s", self.fn.__qualname__, exc_info=True)
+                log_builds.debug("internal error building %s", self.fn.__qualname__, exc_info=True)
                 reason = f"internal error while building the graph: {type(err).__name__}: {err}"
                 self._go_imperative(reason, "", "internal error")
                 return
@@ -410,7 +432,7 @@ class JitFunction:
         tolerated = self._failed_graphs.get(graph.signature())
         if tolerated:
             graph.tolerated = set(tolerated)
-            log.info("janus: %s: rebuilt the same graph after %s failed: calls where it fails run eagerly, "
+            log_fallbacks.info("%s: rebuilt the same graph after %s failed: calls where it fails run eagerly, "
                      "the graph serves the others", self.fn.__qualname__, ", ".join(sorted(tolerated)))  # fmt: skip
         self.cache.add(graph)
         self._effectful = (
@@ -420,8 +442,13 @@ class JitFunction:
             self._first_build_seconds = graph.build_seconds
         self.stats.count("graphs_built")
         self.stats.add_seconds(graph.build_seconds)
-        log.info("janus: built graph %d for %s in %.3fs", self.stats.graphs_built, self.fn.__qualname__,
-                 graph.build_seconds)  # fmt: skip
+        log_builds.info("built graph %d for %s in %.3fs", self.stats.graphs_built, self.fn.__qualname__,
+                        graph.build_seconds)  # fmt: skip
+        log_builds.debug(
+            "graph %d of %s: %s (%d inputs, %d outputs, %d state updates), %d guards, %d JanusAsserts",
+            self.stats.graphs_built, self.fn.__qualname__, graph.function_name, graph.num_inputs, graph.num_outputs,
+            graph.state_writes, len(graph.guards.guards), len(graph.assumptions),
+        )  # fmt: skip
         _dump(self, graph)
 
     def _constant_flags(self, err: NotConvertible | GenerationError | _FlagsFailed) -> bool:
@@ -466,16 +493,16 @@ class JitFunction:
                 f"{self.imperative_reason}"
             )
         if self.split is not None:
-            log.warning(
-                "janus: %s (%s:%d) runs split from now on: %d graph segments around what janus cannot convert, "
+            log_breaks.warning(
+                "%s (%s:%d) runs split from now on: %d graph segments around what janus cannot convert, "
                 "which runs in Python: [%s] %s. janus.explain(fn) shows the segments.",
                 self.fn.__qualname__, code.co_filename, code.co_firstlineno, len(self.split.segments),
                 self.imperative_kind, self.imperative_reason,
             )  # fmt: skip
             return
-        log.warning(
-            "janus: %s (%s:%d) runs imperatively from now on (correct, but no speed-up): [%s] %s. "
-            "janus.explain(fn) shows what janus saw; README 'Semantics' lists what is deferred or refused.",
+        log_breaks.warning(
+            "%s (%s:%d) runs imperatively from now on (correct, but no speed-up): [%s] %s. "
+            "janus.explain(fn) shows what janus saw; README 'When janus does nothing, and why' lists the fixes.",
             self.fn.__qualname__, code.co_filename, code.co_firstlineno, self.imperative_kind, self.imperative_reason,
         )  # fmt: skip
 
@@ -488,7 +515,7 @@ def _progress(name: str, every: float = 5.0):
 
     def report() -> None:
         while not done.wait(every):
-            log.warning("janus: still building the graph for %s (%.0f s)", name, time.perf_counter() - started)
+            log_builds.warning("still building the graph for %s (%.0f s)", name, time.perf_counter() - started)
 
     thread = threading.Thread(target=report, daemon=True)
     thread.start()
@@ -498,6 +525,7 @@ def _progress(name: str, every: float = 5.0):
         done.set()
 
 
+_OVER_BUDGET = "another graph would not pay back its build time (config.build_budget)"
 _FAILED_NODE = re.compile(r"\{\{node ([^}]+)\}\}")
 
 

@@ -10,15 +10,19 @@ from janus.transparent import report as transparent_report
 def explain(fn: object = None) -> str:
     """Reports cache entries with their assumptions, failures seen, and imperative reasons.
 
-    With no argument, reports on every function janus has touched.
+    With no argument, reports on every function janus has touched; under ``janus.enable()`` it
+    starts with the user functions seen, grouped: routed and served by graphs, routed but running
+    imperatively (why), not routed (why).
     """
     if fn is not None:
         return _explain_one(resolve(fn))
     targets = sorted(all_functions(), key=lambda f: f.fn.__qualname__)
-    sections = [_explain_one(jf) for jf in targets]
+    sections = []
     transparent = transparent_report()
     if transparent:
-        sections.append("janus.enable(): functions seen\n" + "\n".join(transparent))
+        seen = sum(1 for line in transparent if line.startswith("    "))
+        sections.append(f"janus.enable(): {seen} user functions seen\n" + "\n".join(transparent))
+    sections += [_explain_one(jf) for jf in targets]
     return "\n\n".join(sections) or "janus has not converted any function yet."
 
 

@@ -17,16 +17,18 @@ after that run as they are.
 
 A chosen function is routed through ``janus.jit`` by swapping its ``__code__`` for a small
 trampoline with the same free variables; the jitted copy keeps the original code, so
-fallbacks run exactly the user's function. Library code, generators, lambdas, nested
-functions the hook cannot name, and functions traced by ``tf.function`` are never touched.
+fallbacks run exactly the user's function. Library code, generators, lambdas and nested
+functions the hook cannot name are never touched. A function first called while TensorFlow traces
+a graph (``tf.function``, Keras's ``model.fit`` without ``run_eagerly=True``) is classified again
+when it is first called eagerly; a routed function called during a trace runs plainly in it.
 ``janus.disable()`` puts every original ``__code__`` back and removes the hook.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
-import logging
 import sys
 import threading
 import time
@@ -35,17 +37,23 @@ import warnings
 from collections.abc import Iterator
 
 import gast
+import tensorflow as tf
 
 from janus.config import config
+from janus.diagnostics import logs
 from janus.driver import JitFunction, busy_seconds
 from janus.graphgen.errors import NotConvertible
 from janus.graphgen.keras_layers import is_keras_layer
 from janus.graphgen.source import function_ast
 from janus.source.library import is_library_code
 
-log = logging.getLogger("janus")
+log = logs.logger("transparent")
 _SKIPPED_FLAGS = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coroutine, async generator
 _CO_OPTIMIZED = 0x1  # set for function bodies, not for class bodies or module code
+_TRACING = (
+    "called while TensorFlow traces a graph (tf.function, Keras model.fit without run_eagerly=True, "
+    "Keras shape inference): its Python runs once, inside that graph"
+)
 
 
 @dataclasses.dataclass
@@ -63,6 +71,8 @@ class _TransparentMode:
         self.active = False
         self.routed: dict[types.CodeType, Routed] = {}  # original code -> routing
         self.verdicts: dict[types.CodeType, str] = {}  # code -> why it is (not) routed
+        # code seen only while TF traced a graph: classified again when first called eagerly
+        self.tracing: set[types.CodeType] = set()
         self.calls: dict[types.CodeType, int] = {}
         self.trampolines: set[types.CodeType] = set()
         self.last_news = 0.0  # when the hook last saw a new function or routed one
@@ -89,7 +99,7 @@ class _TransparentMode:
             self.stopped_at = time.monotonic()
             sys.settrace(self._previous)
             threading.settrace(None)
-            log.info("janus: transparent mode saw no new function for %.1f s; it stops watching",
+            log.info("transparent mode saw no new function for %.1f s; it stops watching",
                      config.discovery_quiet_seconds)  # fmt: skip
 
     def rearm(self) -> None:
@@ -101,7 +111,7 @@ class _TransparentMode:
             self._previous = sys.gettrace()
             sys.settrace(self._hook)
             threading.settrace(self._hook)
-            log.info("janus: transparent mode watches calls again (a routed function is warming up)")
+            log.info("transparent mode watches calls again (a routed function is warming up)")
 
     def disable(self) -> None:
         if not self.active:
@@ -112,6 +122,7 @@ class _TransparentMode:
         self.active = False
         self.routed.clear()
         self.verdicts.clear()
+        self.tracing.clear()
         self.calls.clear()
         self.trampolines.clear()
 
@@ -123,7 +134,7 @@ class _TransparentMode:
         except Exception as err:  # noqa: BLE001 - a failure here is janus's, never the program's
             code = frame.f_code
             self.verdicts[code] = f"left alone: transparent mode failed on it ({type(err).__name__}: {err})"
-            log.warning("janus: transparent mode leaves %s (%s:%d) alone: %s: %s", code.co_qualname,
+            log.warning("transparent mode leaves %s (%s:%d) alone: %s: %s", code.co_qualname,
                         code.co_filename, code.co_firstlineno, type(err).__name__, err)  # fmt: skip
 
     def _news(self) -> None:
@@ -132,7 +143,7 @@ class _TransparentMode:
 
     def _discover(self, frame: types.FrameType) -> None:
         code = frame.f_code
-        if code in self.verdicts or code in self.trampolines:
+        if code in self.verdicts or code in self.trampolines or (code in self.tracing and not tf.executing_eagerly()):
             # quiet only counts once something was routed, and not while janus profiles or builds
             quiet = time.monotonic() - self.last_news - (busy_seconds() - self.busy_at_news)
             if self.routed and quiet >= config.discovery_quiet_seconds:
@@ -146,12 +157,20 @@ class _TransparentMode:
                 self._route_if_found(frame, "hot function running TensorFlow")
             return
         verdict = self._classify(frame)
+        if verdict == _TRACING:
+            self.tracing.add(code)
+            return
+        self.tracing.discard(code)
         if verdict == "hot":
             self.calls[code] = 1
         elif verdict.startswith("route:"):
             self._route_if_found(frame, verdict[len("route:") :])
         else:
             self.verdicts[code] = verdict
+            if verdict != "library code":
+                log.debug(
+                    "leaves %s (%s:%d) alone: %s", code.co_qualname, code.co_filename, code.co_firstlineno, verdict
+                )
 
     def _classify(self, frame: types.FrameType) -> str:
         code = frame.f_code
@@ -161,8 +180,8 @@ class _TransparentMode:
             return "generator, coroutine, lambda or comprehension"
         if not code.co_flags & _CO_OPTIMIZED:
             return "class body or module code"
-        if _traced_by_tf_function(frame):
-            return "already wrapped in tf.function"
+        if not tf.executing_eagerly():  # not a frame check: Keras's run_eagerly step runs under autograph's wrapper
+            return _TRACING
         try:
             node = function_ast(code)
         except (NotConvertible, SyntaxError) as err:
@@ -194,15 +213,76 @@ class _TransparentMode:
         function.__code__ = trampoline
         self.routed[code] = Routed(function, code, jitted, why)
         self._news()
-        log.info("janus: routing %s (%s:%d) through janus: %s", function.__qualname__, code.co_filename,
+        log.info("routing %s (%s:%d) through janus: %s", function.__qualname__, code.co_filename,
                  code.co_firstlineno, why)  # fmt: skip
 
     def report(self) -> list[str]:
+        """The user functions seen, grouped: routed and served by graphs, routed but running
+        imperatively (why), not routed (why). Library code, janus's own, code made by ``exec``
+        (dataclass ``__init__``), comprehensions, class bodies and modules are left out."""
+        served, imperative, not_routed = [], [], []
+        # copies first: the hook may record verdicts for the calls made here
+        routed_now, verdicts, tracing, hot = (
+            list(self.routed.items()),
+            list(self.verdicts.items()),
+            list(self.tracing),
+            list(self.calls.items()),
+        )
+        for code, routed in routed_now:
+            line = f"{_where(code)}: routed through janus: {routed.why}"
+            jf = routed.jitted
+            if jf.imperative_reason is None and jf.stats.graph_calls:
+                served.append((code, f"{line}; {jf.stats.graph_calls} of {jf.stats.calls} calls served by graphs"))
+            else:
+                imperative.append((code, f"{line}; {_not_served(jf)}"))
+        for code, verdict in verdicts:
+            if code not in self.routed and _is_user_code(code, verdict):
+                not_routed.append((code, f"{_where(code)}: {verdict}"))
+        for code in tracing:
+            if _is_user_code(code, ""):
+                not_routed.append((code, f"{_where(code)}: {_TRACING}"))
+        for code, calls in hot:
+            if _is_user_code(code, ""):
+                times = "once" if calls == 1 else f"{calls} times"
+                not_routed.append((code, f"{_where(code)}: runs TensorFlow, called {times}: routed once called "
+                                         f"config.hot_calls={config.hot_calls} times"))  # fmt: skip
         lines = []
-        for code, verdict in sorted(self.verdicts.items(), key=lambda kv: (kv[0].co_filename, kv[0].co_firstlineno)):
-            if verdict != "library code":
-                lines.append(f"  {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}): {verdict}")
+        for title, group in (
+            ("routed and served by graphs", served),
+            ("routed, but not served by graphs", imperative),
+            ("not routed", not_routed),
+        ):
+            if group:
+                lines.append(f"  {title} ({len(group)}):")
+                lines += [
+                    f"    {text}" for _, text in sorted(group, key=lambda g: (g[0].co_filename, g[0].co_firstlineno))
+                ]
         return lines
+
+
+def _where(code: types.CodeType) -> str:
+    return f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno})"
+
+
+def _is_user_code(code: types.CodeType, verdict: str) -> bool:
+    """A function the user wrote in a file: what ``explain()`` lists under ``enable()``."""
+    if verdict in ("library code", "class body or module code") or code.co_filename.startswith("<"):
+        return False  # janus's own guards, dataclass __init__ and namedtuple methods come from exec
+    return not code.co_name.startswith("<") or code.co_name == "<lambda>"  # comprehensions, modules
+
+
+def _not_served(jf: JitFunction) -> str:
+    """Why a routed function's calls are not served by graphs (yet)."""
+    s = jf.stats
+    if jf.imperative_reason is not None:
+        return f"runs imperatively [{jf.imperative_kind}]: {jf.imperative_reason}"
+    if not s.calls:
+        return "not called since it was routed (or called only inside another routed function's graph)"
+    if not s.graphs_built:
+        return f"no graph yet: {s.calls} calls, {s.profiled_calls} profiled"
+    top = jf.fallback_reasons.most_common(1)
+    why = f"; most often [{top[0][0][0]}] {top[0][0][1]}" if top else ""
+    return f"its graphs served none of its {s.calls} calls{why}"
 
 
 def _function_of(frame: types.FrameType) -> types.FunctionType | None:
@@ -219,17 +299,6 @@ def _function_of(frame: types.FrameType) -> types.FunctionType | None:
             if isinstance(method, types.FunctionType) and method.__code__ is code:
                 return method
     return None
-
-
-def _traced_by_tf_function(frame: types.FrameType) -> bool:
-    caller = frame.f_back
-    for _ in range(6):
-        if caller is None:
-            return False
-        if "polymorphic_function" in caller.f_code.co_filename or "autograph" in caller.f_code.co_filename:
-            return True
-        caller = caller.f_back
-    return False
 
 
 class _Dispatch:
@@ -277,6 +346,9 @@ def _trampoline(code: types.CodeType, dispatcher: _Dispatch) -> types.CodeType:
 
 
 _mode = _TransparentMode()
+# Stop watching before the interpreter tears modules down: calls made then (weakref callbacks)
+# would reach the hook with half-deleted modules.
+atexit.register(_mode._stop_watching)
 
 
 def enable() -> None:

@@ -75,6 +75,9 @@ def captured_effects() -> Iterator[dict]:
     try:
         with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out):
             warnings.simplefilter("default")
+            # TensorFlow's AutoGraph under Python 3.13 (ast nodes built with its own keyword) warns when
+            # it converts a function: at trace time, which is every eager call but janus's graph build.
+            warnings.filterwarnings("ignore", message=".*___pyct_anno", category=DeprecationWarning)
             yield effects
     finally:
         root.removeHandler(handler)

@@ -10,7 +10,6 @@ reported once, and every function then runs imperatively with that reason.
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import shutil
 import subprocess
@@ -24,7 +23,9 @@ from types import ModuleType
 
 import tensorflow as tf
 
-log = logging.getLogger("janus")
+from janus.diagnostics import logs
+
+log = logs.logger("builds")
 
 
 class OpBuildError(RuntimeError):
@@ -51,7 +52,7 @@ def ops() -> ModuleType:
                 _loaded = load()
             except OpBuildError as err:
                 _failure = err
-                log.warning("janus: its C++ ops are unavailable, so every function runs imperatively: %s", err)
+                log.warning("its C++ ops are unavailable, so every function runs imperatively: %s", err)
                 raise
             finally:
                 build_seconds += time.perf_counter() - started
@@ -105,7 +106,7 @@ def _compile(sources: list[Path], target: Path) -> None:
             f"janus cannot write its op cache {target.parent} ({type(err).__name__}: {err}). "
             "Set JANUS_CACHE_DIR to a writable directory."
         ) from err
-    log.warning("janus: compiling its C++ ops for TensorFlow %s (first use, about a minute; "
+    log.warning("compiling its C++ ops for TensorFlow %s (first use, about a minute; "
                 "`python -m janus.ops` does it ahead of time)", tf.__version__)  # fmt: skip
     cmd = [
         compiler,
