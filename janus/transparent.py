@@ -45,6 +45,7 @@ from janus.driver import JitFunction, busy_seconds
 from janus.graphgen.errors import NotConvertible
 from janus.graphgen.keras_layers import is_keras_layer
 from janus.graphgen.source import function_ast
+from janus.partial import split
 from janus.source.library import is_library_code
 
 log = logs.logger("transparent")
@@ -174,7 +175,7 @@ class _TransparentMode:
 
     def _classify(self, frame: types.FrameType) -> str:
         code = frame.f_code
-        if is_library_code(code):
+        if is_library_code(code) or code.co_qualname.startswith(split.FACTORY):  # a split function's own parts
             return "library code"
         if code.co_flags & _SKIPPED_FLAGS or code.co_name.startswith("<"):
             return "generator, coroutine, lambda or comprehension"
