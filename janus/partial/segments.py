@@ -114,15 +114,29 @@ def statement_line(jf, where: str) -> int | None:
 
 
 def _locals_at(exc: BaseException, segment) -> dict:
-    """The locals a segment's eager run had when ``exc`` left it (from its frame in the traceback)."""
-    target = segment.fn.__code__
+    """The locals a segment's eager run had when ``exc`` left it (from its frames in the traceback).
+    A segment split in turn ran as its rewritten function and its own segments: their frames are
+    merged outermost first, so the latest binding of each name wins."""
+    targets = _codes_of(segment)
     found: dict = {}
     tb = exc.__traceback__
     while tb is not None:
-        if tb.tb_frame.f_code is target:
-            found = dict(tb.tb_frame.f_locals)
+        if tb.tb_frame.f_code in targets:
+            found.update(tb.tb_frame.f_locals)
         tb = tb.tb_next
     return found
+
+
+def _codes_of(jit) -> set[types.CodeType]:
+    """The code objects a segment's calls run: its function's, and if it runs split, its rewritten
+    function's and those of its segments."""
+    codes = {jit.fn.__code__}
+    version = getattr(jit, "split", None)
+    if version is not None:
+        codes.add(version.fn.__code__)
+        for seg in version.segments:
+            codes |= _codes_of(seg.jit)
+    return codes
 
 
 def _build(jf, planned: split.Plan, where: str, kind: str, reason: str, depth: int) -> SplitVersion:
