@@ -217,18 +217,27 @@ class _TransparentMode:
         log.info("routing %s (%s:%d) through janus: %s", function.__qualname__, code.co_filename,
                  code.co_firstlineno, why)  # fmt: skip
 
+    def _snapshot(self) -> tuple[list, list, list, list]:
+        """Copies of what the hook records: it may record verdicts while they are copied (a call made
+        here, a weakref callback run by the garbage collector), so a copy that saw a change is retried."""
+        for _ in range(100):
+            try:
+                return (
+                    list(self.routed.copy().items()),
+                    list(self.verdicts.copy().items()),
+                    list(self.tracing.copy()),
+                    list(self.calls.copy().items()),
+                )
+            except RuntimeError:  # changed size during iteration
+                continue
+        raise RuntimeError("janus: the transparent hook kept changing what it records")
+
     def report(self) -> list[str]:
         """The user functions seen, grouped: routed and served by graphs, routed but running
         imperatively (why), not routed (why). Library code, janus's own, code made by ``exec``
         (dataclass ``__init__``), comprehensions, class bodies and modules are left out."""
         served, imperative, not_routed = [], [], []
-        # copies first: the hook may record verdicts for the calls made here
-        routed_now, verdicts, tracing, hot = (
-            list(self.routed.items()),
-            list(self.verdicts.items()),
-            list(self.tracing),
-            list(self.calls.items()),
-        )
+        routed_now, verdicts, tracing, hot = self._snapshot()
         for code, routed in routed_now:
             line = f"{_where(code)}: routed through janus: {routed.why}"
             jf = routed.jitted
@@ -375,7 +384,7 @@ def enabled() -> Iterator[None]:
 
 
 def routed_functions() -> list[Routed]:
-    return list(_mode.routed.values())
+    return list(_mode.routed.copy().values())
 
 
 def report() -> list[str]:
