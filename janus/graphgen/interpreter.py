@@ -1099,6 +1099,9 @@ class Interpreter:
         loc = self.loc(frame, node)
         if isinstance(callee, LocalFunction):
             return self._call_local(callee, args, kwargs)
+        if getattr(callee, "__name__", None) in _CONTEXT_PROTOCOL and not is_user_function(callee):
+            # tape.__enter__() by hand: it would push a tape onto TF's global stack while generating
+            raise NotConvertible(f"{callee.__name__}() called by hand (only `with` is converted)", loc)
         jitted = getattr(callee, "__janus_target__", None)
         if jitted is not None:  # a janus.jit function called from converted code: inline it
             callee = jitted
@@ -1605,6 +1608,7 @@ def _no_run_time_switches(values: Iterator[object], loc: str) -> None:
 _COMPARING_METHODS = frozenset({"count", "index", "remove", "__contains__", "get", "pop", "setdefault", "__getitem__"})
 
 
+_CONTEXT_PROTOCOL = frozenset({"__enter__", "__exit__", "__aenter__", "__aexit__"})
 _SPECULABLE = frozenset({"heap write", "heap value", "deferred effect", "construct", "text"})
 
 
