@@ -9,6 +9,7 @@ import contextlib
 
 import tensorflow as tf
 from differential import run_differential
+from tensorflow.python.eager import record
 
 import janus
 
@@ -156,3 +157,5 @@ def test_tape_entered_by_hand_across_a_break():
         return f, lambda: w
 
     run_differential(make, [(vec(i),) for i in range(CALLS)], min_graph_calls=0)
+    # generating must not have entered a tape: one left on TF's stack broke every later test's graphs
+    assert not record.could_possibly_record()
