@@ -300,3 +300,57 @@ def test_a_method_writing_attributes_in_segments():
 
     jitted = run_differential(make, [(tf.constant([0.5, float(n)]),) for n in range(CALLS)], min_graph_calls=0)
     segments_served(jitted, 3)
+
+
+def test_a_checkpoint_and_summaries_every_few_steps(tmp_path):
+    """Shapes of public training loops: the step writes a checkpoint and TensorBoard scalars every
+    few steps (file I/O janus cannot convert): those statements stay Python, the math is segments."""
+
+    def make():
+        w = tf.Variable(np.ones((3, 1)), dtype=tf.float32)
+        opt_step = tf.Variable(0, dtype=tf.int64)
+        folder = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
+        checkpoint = tf.train.Checkpoint(w=w, step=opt_step)
+        writer = tf.summary.create_file_writer(str(folder))
+        saved = []
+
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean((x @ w - y) ** 2)
+            w.assign_sub(0.05 * tape.gradient(loss, w))
+            opt_step.assign_add(1)
+            if int(opt_step) % 3 == 0:
+                saved.append(checkpoint.write(str(folder / "ckpt")).rsplit("/", 1)[-1])
+                with writer.as_default():
+                    tf.summary.scalar("loss", loss, step=opt_step)
+            return loss
+
+        return step, lambda: [w, opt_step, list(saved)]
+
+    jitted = run_differential(make, [batch(n) for n in range(CALLS + 2)], min_graph_calls=0)
+    segments_served(jitted, 3)
+
+
+def test_a_loop_over_a_dataset_janus_does_not_convert():
+    """`for x in dataset` over a pipeline that runs Python (from_generator: refused in a graph):
+    the loop stays Python, its body a segment."""
+
+    def make():
+        w = tf.Variable([[0.5], [-0.5], [1.0]])
+
+        def rows():
+            for i in range(4):
+                yield np.full((2, 3), i, np.float32)
+
+        dataset = tf.data.Dataset.from_generator(rows, output_signature=tf.TensorSpec((2, 3), tf.float32))
+
+        def epoch(scale):
+            total = tf.constant(0.0)
+            for x in dataset:
+                total += tf.reduce_sum(x @ w) * scale
+            return total
+
+        return epoch, lambda: w
+
+    jitted = run_differential(make, [(tf.constant(float(n)),) for n in range(CALLS)], min_graph_calls=0)
+    segments_served(jitted, 3)
