@@ -12,6 +12,7 @@
 
 import logging
 import math
+import sys
 
 import numpy as np
 import tensorflow as tf
@@ -364,7 +365,10 @@ def test_sum_of_python_numbers_known_only_at_run_time():
         return step, lambda: list(model.losses)
 
     calls = [(tf.constant(1.0), 0.1 * i - 0.3, 0.25 * i + 1e-9) for i in range(9)]
-    run_differential(make, calls, min_graph_calls=4)
+    compensated = sys.version_info >= (3, 12)  # CPython 3.12+ sums floats with Neumaier's compensation
+    jitted = run_differential(make, calls, min_graph_calls=0 if compensated else 4)
+    if compensated:  # janus does not emulate it yet: eager's answer, with the reason
+        assert "CPython 3.12+ compensates" in janus.explain(jitted)
 
 
 def test_a_builtin_janus_cannot_compute_on_run_time_numbers_says_why(caplog):
