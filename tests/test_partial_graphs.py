@@ -214,8 +214,8 @@ def test_list_appended_in_a_segment_read_in_python_after():
     segments_served(jitted, 3)
 
 
-def test_switched_off_the_function_runs_imperatively(caplog):
-    janus.config.partial_graphs = False
+def run_logging_step(caplog) -> janus.JitFunction:
+    """A step that prints a `.numpy()` between two runs of graph math, jitted and called CALLS times."""
 
     def step(x):
         y = tf.square(x) * 2.0
@@ -226,21 +226,20 @@ def test_switched_off_the_function_runs_imperatively(caplog):
     with caplog.at_level(logging.WARNING, logger="janus"):
         for n in range(CALLS):
             jitted(tf.constant([float(n)]))
+    return jitted
+
+
+def test_switched_off_the_function_runs_imperatively(caplog):
+    janus.config.partial_graphs = False
+
+    jitted = run_logging_step(caplog)
     stats = janus.stats(jitted)
     assert stats["segment_calls"] == 0 and stats["imperative_calls"] > 0
     assert any("runs imperatively" in r.getMessage() for r in caplog.records)
 
 
 def test_the_warning_says_it_runs_split_with_the_reason(caplog):
-    def step(x):
-        y = tf.square(x) * 2.0
-        print(f"{y.numpy().sum():.1f}")
-        return tf.reduce_sum(y + 1.0)
-
-    jitted = janus.jit(step)
-    with caplog.at_level(logging.WARNING, logger="janus"):
-        for n in range(CALLS):
-            jitted(tf.constant([float(n)]))
+    jitted = run_logging_step(caplog)
     warnings = [r.getMessage() for r in caplog.records if "runs split" in r.getMessage()]
     assert len(warnings) == 1 and "numpy" in warnings[0], warnings
     assert not any("runs imperatively" in r.getMessage() for r in caplog.records)
