@@ -42,6 +42,9 @@ class Config:
         partial_graphs: a function janus cannot convert whole runs split at statement level
             (``janus.partial``): the runs of statements around what it cannot convert are served by
             graphs of their own, the rest runs in Python (off: the whole function runs imperatively).
+        segment_cost_check: a segment's first warm graph calls alternate with eager runs of its
+            statements, and a segment whose graph call is the slower (one or two ops between Python
+            statements) runs as plain Python from then on (off: every segment keeps its graph).
         strict: raise ``janus.StrictModeError`` where a function would run imperatively for good
             (like ``torch.compile(fullgraph=True)``); per function: ``janus.jit(strict=True)``.
     """
@@ -63,6 +66,7 @@ class Config:
     discovery_quiet_seconds: float = 1.0
     strict: bool = False
     partial_graphs: bool = True
+    segment_cost_check: bool = True
 
     def __setattr__(self, name: str, value: object) -> None:
         if name not in {f.name for f in dataclasses.fields(self)}:

@@ -34,6 +34,7 @@ from janus.assumptions.specs import ArgSpec, ConstArg, ObjectArg, SeqArg, derive
 from janus.config import config
 from janus.diagnostics import logs
 from janus.executor.cache import GraphCache
+from janus.executor.cost import CostProbe
 from janus.executor.runner import AssumptionFailed, GraphRunner
 from janus.executor.stats import Stats
 from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConvertible, RaisesHere, StrictModeError
@@ -111,6 +112,8 @@ class JitFunction:
         self.imperative_kind = "construct" if self.imperative_reason else ""  # see errors.KINDS
         self._said_imperative = False  # the one warning that it runs imperatively was given
         self.split = None  # janus.partial.SplitVersion: how it runs where it cannot be converted whole
+        self.cost_probe: CostProbe | None = None  # set for segments: graph calls timed against eager runs
+        self.caller: types.CellType | None = None  # a segment's cell in its split function (janus.partial)
         self._observations: list[list] = [[] for _ in self.params]
         self._failed_graphs: dict[tuple, set[str]] = {}  # signature of a graph dropped -> keys that failed
         self._raising_paths: set[frozenset[str]] = set()  # guard keys broken by calls that raise in eager
@@ -142,19 +145,17 @@ class JitFunction:
     def _call(self, args: tuple, kwargs: dict) -> object:
         stats = self.stats
         if self.imperative_reason is not None:
-            if not self._said_imperative:
-                self._say_imperative()
-            if self.split is not None:  # convertible runs of statements are served by segments' graphs
-                stats.count("calls", "split_calls")
-                return self.split(args, kwargs)
-            stats.count("calls", "imperative_calls")
-            return self._eager_timed(args, kwargs)
+            stats.count("calls")
+            return self._imperative(args, kwargs)
         bound = self._bind(args, kwargs)
         if bound is None:  # the call does not even bind: let Python raise its own error
             stats.count("calls", "imperative_calls")
             return self._eager_timed(args, kwargs)
         runner, flat = self.cache.lookup(bound)
         if runner is not None:
+            probe = self.cost_probe
+            if probe is not None and runner.warm and probe.wants_eager():
+                return self._probe_eager(probe, args, kwargs)
             started = time.perf_counter()
             try:
                 result = runner(flat, bound)
@@ -168,7 +169,10 @@ class JitFunction:
                     raise  # TF state may already be updated: re-running would apply it twice
                 return self._after_graph_error(err, bound, args, kwargs)
             if runner.warm:
-                stats.add_graph_call(time.perf_counter() - started)
+                elapsed = time.perf_counter() - started
+                stats.add_graph_call(elapsed)
+                if probe is not None:
+                    self._probe_graph(probe, elapsed)
             else:  # the first call instantiates and optimises the graph: counted as building it
                 runner.warm = True
                 stats.count("calls", "graph_calls")
@@ -176,6 +180,47 @@ class JitFunction:
             return result
         stats.count("calls")
         return self._miss(bound, args, kwargs)
+
+    def _imperative(self, args: tuple, kwargs: dict) -> object:
+        """A call of a function janus gave up converting whole: split, or eager."""
+        if not self._said_imperative:
+            self._say_imperative()
+        if self.split is not None:  # convertible runs of statements are served by segments' graphs
+            self.stats.count("split_calls")
+            return self.split(args, kwargs)
+        self.stats.count("imperative_calls")
+        return self._eager_timed(args, kwargs)
+
+    def _probe_eager(self, probe: CostProbe, args: tuple, kwargs: dict) -> object:
+        """A call its graph could serve, run eagerly to compare the two (``cost_probe``)."""
+        self.stats.count("calls", "imperative_calls")
+        started = time.perf_counter()
+        try:
+            return self._eager(self.fn, args, kwargs)
+        finally:
+            elapsed = time.perf_counter() - started
+            self.stats.add_eager(elapsed)
+            probe.eager.append(elapsed)
+
+    def _probe_graph(self, probe: CostProbe, elapsed: float) -> None:
+        probe.graph.append(elapsed)
+        if not probe.done() or self.cost_probe is not probe:
+            return
+        self.cost_probe = None
+        graph, eager = probe.medians()
+        if graph < eager:
+            return
+        with self._lock:  # its statements run as Python from now on: eager's answer, faster
+            self.imperative_reason = (
+                f"a call of its graph ({graph * 1e6:.0f} µs) costs more than running its statements "
+                f"eagerly ({eager * 1e6:.0f} µs, medians of {probe.samples})"
+            )
+            self.imperative_kind = "too small"
+            self._said_imperative = True
+            self.cache.clear()
+            if self.caller is not None:  # the split function calls the segment's statements directly
+                self.caller.cell_contents = self.fn
+        log_breaks.info("%s runs eagerly from now on: %s", self.fn.__qualname__, self.imperative_reason)
 
     def _bind(self, args: tuple, kwargs: dict) -> tuple | None:
         if not kwargs and self._positional_only_call and len(args) == len(self.params):
@@ -250,6 +295,9 @@ class JitFunction:
             )  # fmt: skip
 
     def _miss(self, bound: tuple, args: tuple, kwargs: dict) -> object:
+        if self.fn.__code__.co_flags & inspect.CO_GENERATOR:  # no profile to take: its body runs later
+            self._go_imperative(_GENERATOR, location(self.fn.__code__), "construct", splittable=True)
+            return self._imperative(args, kwargs)
         target = self.profile_calls if self.profile_calls is not None else config.profile_calls
         warming_up = len(self.profile.calls) < target
         missed: frozenset[str] = frozenset()
@@ -505,6 +553,9 @@ class JitFunction:
             "janus.explain(fn) shows what janus saw; README 'When janus does nothing, and why' lists the fixes.",
             self.fn.__qualname__, code.co_filename, code.co_firstlineno, self.imperative_kind, self.imperative_reason,
         )  # fmt: skip
+
+
+_GENERATOR = "a generator function: its body runs while the caller iterates, one statement at a time"
 
 
 @contextlib.contextmanager

@@ -7,11 +7,20 @@ one-op segment per loop turn costs about 1.8x eager (a timing, noted on #17/#19)
 
 import contextlib
 
+import pytest
 import tensorflow as tf
 from differential import run_differential
 from tensorflow.python.eager import record
 
 import janus
+
+
+@pytest.fixture(autouse=True)
+def segments_keep_their_graphs(monkeypatch):
+    """These segments are a few small ops each, which the cost check would run eagerly (it has its
+    own tests in test_segment_cost.py): here every segment keeps its graph, so its use is asserted."""
+    monkeypatch.setattr(janus.config, "segment_cost_check", False)
+
 
 CALLS = 14
 

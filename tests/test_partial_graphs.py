@@ -14,6 +14,13 @@ import janus
 CALLS = 10  # the function profiles 3 calls, then its segments 3 each, a segment split again 3 more
 
 
+@pytest.fixture(autouse=True)
+def segments_keep_their_graphs(monkeypatch):
+    """These segments are a few small ops each, which the cost check would run eagerly (it has its
+    own tests in test_segment_cost.py): here every segment keeps its graph, so its use is asserted."""
+    monkeypatch.setattr(janus.config, "segment_cost_check", False)
+
+
 def segments_served(jitted, at_least: int = 1) -> dict:
     stats = janus.stats(jitted)
     assert stats["segment_calls"] >= at_least, f"segments served too few calls: {stats}\n{janus.explain(jitted)}"

@@ -10,6 +10,7 @@ with ``janus.graphgen.source``.
 
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import inspect
@@ -20,6 +21,7 @@ import gast
 
 from janus import distributed
 from janus.config import config
+from janus.executor.cost import CostProbe
 from janus.graphgen.source import function_ast, register_ast
 from janus.partial import split
 
@@ -51,9 +53,33 @@ class SplitVersion:
     kind: str
     reason: str
     python_lines: list[int]
+    # calls by how many segment calls each made (a generator's run while it is iterated: not counted)
+    segments_per_call: collections.Counter[int] = dataclasses.field(default_factory=collections.Counter)
+    last_segments: int = 0  # segment calls of the latest call
 
     def __call__(self, args: tuple, kwargs: dict) -> object:
-        return self.fn(*args, **kwargs)
+        if self.fn.__code__.co_flags & inspect.CO_GENERATOR:
+            return self.fn(*args, **kwargs)
+        before = self.segment_runs()
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            self.last_segments = self.segment_runs() - before
+            self.segments_per_call[self.last_segments] += 1
+
+    def segment_runs(self) -> int:
+        """Calls of its segments so far, graph-served or not."""
+        return sum(s.jit.stats.calls for s in self.segments)
+
+    def describe_calls(self) -> str:
+        """How many segments its calls ran: ``explain()``'s line."""
+        counted = self.segments_per_call
+        calls = sum(counted.values())
+        if not calls:
+            return f"{self.segment_runs()} segment calls in all (a generator's calls are not counted one by one)"
+        mean = sum(n * k for n, k in counted.items()) / calls
+        spread = f"{min(counted)}" if len(counted) == 1 else f"{min(counted)}-{max(counted)}, mean {mean:.1f}"
+        return f"a call ran {spread} segments ({calls} split calls; the last ran {self.last_segments})"
 
 
 def split_function(jf, reason: str, where: str, kind: str) -> SplitVersion | None:
@@ -64,17 +90,18 @@ def split_function(jf, reason: str, where: str, kind: str) -> SplitVersion | Non
     depth = getattr(jf, "_split_depth", 0)
     fn = jf.fn
     code = fn.__code__
-    flags = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+    flags = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
     if depth >= MAX_DEPTH or code.co_flags & flags or code.co_name == "<lambda>" or "__class__" in code.co_freevars:
         return None
     if distributed.horovod() is not None:  # eager steps average their tapes' gradients: not across segments
         return None
     try:
         line = statement_line(jf, where)
-        if line is None:
+        if line is None and not code.co_flags & inspect.CO_GENERATOR:
             return None
+        # a generator splits around its yields (statements holding one stay Python, split.py)
         node = gast.gast_to_ast(copy.deepcopy(function_ast(code)))
-        planned = split.plan(node, code, {line})
+        planned = split.plan(node, code, set() if line is None else {line})
         if not planned.segments:
             return None
         return _build(jf, planned, where, kind, reason, depth)
@@ -130,7 +157,7 @@ def _locals_at(exc: BaseException, segment) -> dict:
 def _codes_of(jit) -> set[types.CodeType]:
     """The code objects a segment's calls run: its function's, and if it runs split, its rewritten
     function's and those of its segments."""
-    codes = {jit.fn.__code__}
+    codes = {getattr(jit, "fn", jit).__code__}  # a segment too small for a graph is called as its function
     version = getattr(jit, "split", None)
     if version is not None:
         codes.add(version.fn.__code__)
@@ -163,7 +190,9 @@ def _build(jf, planned: split.Plan, where: str, kind: str, reason: str, depth: i
         seg_jit = JitFunction(seg_fn, profile_calls=jf.profile_calls)
         seg_jit._split_depth = depth + 1  # noqa: SLF001
         seg_jit._segment_of = jf  # noqa: SLF001
-        cells[seg.name] = types.CellType(seg_jit)
+        if config.segment_cost_check:  # a segment too small to pay for a graph call runs eagerly
+            seg_jit.cost_probe = CostProbe()
+        cells[seg.name] = seg_jit.caller = types.CellType(seg_jit)  # holds seg_fn itself once too small
         segments.append(Segment(seg, seg_jit))
     new = make(inner[code.co_name], fn.__name__, fn.__defaults__)
     new.__kwdefaults__ = dict(fn.__kwdefaults__) if fn.__kwdefaults__ else None
@@ -194,6 +223,7 @@ def explain_lines(jf, indent: str = "  ") -> list[str]:
         f"{indent}runs split into {len(version.segments)} graph segments; break at {version.where} "
         f"[{version.kind}]: {version.reason}",
         f"{indent}  Python keeps the statements at lines {', '.join(map(str, version.python_lines)) or '-'}",
+        f"{indent}  {version.describe_calls()}",
     ]
     for n, seg in enumerate(version.segments, 1):
         s = seg.jit.stats

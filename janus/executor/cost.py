@@ -1,0 +1,34 @@
+"""Whether a segment's graph pays for its call: a few of its first warm calls alternate with eager runs.
+
+A graph call costs janus's guards, the argument flattening and TF's function call: tens of
+microseconds. A segment of one or two ops between Python statements (``acc = acc + tf.reduce_sum(x)``
+in a loop that logs ``float(acc)``) runs faster eagerly. The probe times ``SAMPLES`` eager runs
+interleaved with as many graph calls, once, and the driver keeps whichever was faster (eager's
+statements give eager's answer either way).
+"""
+
+from __future__ import annotations
+
+import statistics
+
+SAMPLES = 3
+
+
+class CostProbe:
+    """Times of a function's first warm graph calls and of eager runs between them."""
+
+    def __init__(self, samples: int = SAMPLES) -> None:
+        self.samples = samples
+        self.eager: list[float] = []
+        self.graph: list[float] = []
+
+    def wants_eager(self) -> bool:
+        """Whether the next call a graph could serve should run eagerly, to be timed."""
+        return len(self.eager) < self.samples and len(self.eager) <= len(self.graph)
+
+    def done(self) -> bool:
+        return len(self.eager) >= self.samples and len(self.graph) >= self.samples
+
+    def medians(self) -> tuple[float, float]:
+        """(graph, eager) median seconds."""
+        return statistics.median(self.graph), statistics.median(self.eager)

@@ -1,0 +1,100 @@
+"""[partial] A segment too small to pay for a graph call (one or two ops between Python statements)
+runs as plain Python after its first warm calls were timed against eager runs; a segment with real
+work keeps its graph. Either way every call gives eager's answer."""
+
+import numpy as np
+import tensorflow as tf
+from differential import run_differential
+
+import janus
+
+
+def test_a_one_op_segment_per_loop_turn_goes_back_to_python_with_eager_answers():
+    def make():
+        def running_sums(x, turns):
+            acc = tf.constant(0.0)
+            out = []
+            for _ in range(turns):
+                acc = tf.add(acc, tf.reduce_sum(x))
+                out.append(float(acc))
+            return out
+
+        return running_sums, lambda: None
+
+    x = tf.constant(np.arange(6.0).reshape(2, 3), tf.float32)
+    jitted = run_differential(make, [(x * (n + 1), 10) for n in range(12)], min_graph_calls=0)
+    version = jitted.split
+    assert version is not None, janus.explain(jitted)
+    kinds = [seg.jit.imperative_kind for seg in version.segments]
+    assert "too small" in kinds, janus.explain(jitted)
+    text = janus.explain(jitted)
+    assert "[too small]" in text and "costs more than running its statements eagerly" in text
+    # Once too small, the split function calls the statements directly: the segment's calls stop.
+    tiny = next(seg.jit for seg in version.segments if seg.jit.imperative_kind == "too small")
+    calls_before = tiny.stats.calls
+    jitted(x, 10)
+    assert tiny.stats.calls == calls_before
+
+
+def test_a_segment_with_real_work_keeps_its_graph():
+    def make():
+        w = tf.Variable(np.full((32, 32), 0.01), dtype=tf.float32)
+
+        def step(x):
+            h = x
+            for _ in range(60):  # sixty matmuls and tanhs: far more than a graph call costs
+                h = tf.tanh(h @ w + 0.1)
+            print(f"mean {h.numpy().mean():.5f}")
+            return tf.reduce_sum(h)
+
+        return step, lambda: w
+
+    x = tf.constant(np.random.default_rng(0).normal(size=(8, 32)), tf.float32)
+    jitted = run_differential(make, [(x + n,) for n in range(14)], min_graph_calls=0)
+    loop = jitted.split.segments[0]  # the return's reduce_sum is a segment of its own, too small
+    assert loop.plan.first_line < loop.plan.last_line and loop.jit.imperative_kind == "", janus.explain(jitted)
+    assert loop.jit.stats.graph_calls >= 5
+
+
+def test_a_too_small_segment_in_a_try_body_still_hands_its_locals_to_the_handler():
+    def make():
+        seen = []
+
+        def guarded(x, limit):
+            total = tf.constant(0.0)
+            try:
+                for _ in range(4):
+                    total = total + tf.reduce_sum(x)
+                    seen.append(float(total))
+                    if float(total) > limit:
+                        raise ValueError("over the limit")
+            except ValueError:
+                seen.append(("handled", float(total)))
+            return total
+
+        return guarded, lambda: list(seen)
+
+    x = tf.constant([1.0, 2.0])
+    calls = [(x, 100.0 if n % 3 else 5.0) for n in range(14)]
+    jitted = run_differential(make, calls, min_graph_calls=0)
+    assert jitted.split is not None
+
+
+def test_explain_says_how_many_segments_a_call_ran():
+    def make():
+        def log_each(xs):
+            for x in xs:
+                y = tf.reduce_mean(tf.square(x))
+                print(f"{y.numpy():.3f}")
+            return len(xs)
+
+        return log_each, lambda: None
+
+    janus.config.segment_cost_check = False
+    try:
+        calls = [([tf.constant([1.0, float(n)])] * (1 + n % 3),) for n in range(9)]
+        jitted = run_differential(make, calls, min_graph_calls=0)
+    finally:
+        janus.config.segment_cost_check = True
+    text = janus.explain(jitted)
+    assert "a call ran 1-3, mean" in text and "(6 split calls; the last ran 3)" in text, text
