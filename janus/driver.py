@@ -167,7 +167,7 @@ class JitFunction:
                 if runner.graph.state_writes and not _failed_before_writes(err, runner.graph.ops_before_writes):
                     self._after_error_past_writes(err)
                     raise  # TF state may already be updated: re-running would apply it twice
-                return self._after_graph_error(err, bound, args, kwargs)
+                return self._after_graph_error(err, bound, args, kwargs, runner.graph.caught_tries)
             if runner.warm:
                 elapsed = time.perf_counter() - started
                 stats.add_graph_call(elapsed)
@@ -365,10 +365,13 @@ class JitFunction:
         finally:
             self._build_unless_served(bound)
 
-    def _after_graph_error(self, err: tf.errors.OpError, bound: tuple, args: tuple, kwargs: dict) -> object:
+    def _after_graph_error(
+        self, err: tf.errors.OpError, bound: tuple, args: tuple, kwargs: dict, caught_tries: tuple[str, ...] = ()
+    ) -> object:
         """A graph raised a TF error that is no assumption: eager decides. Where eager raises too, the
-        error is the program's own; where it does not, the graph is wrong for such calls, and after
-        ``config.max_failures`` of them the function runs imperatively rather than pay both every call."""
+        error is the program's own; where it does not, the graph is wrong for such calls (or a ``try``
+        it speculated on caught it), and after ``config.max_failures`` of them the function runs
+        imperatively rather than pay both every call: split, with the ``try`` in Python, if it has one."""
         self.stats.count("fallbacks")
         message = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""
         what = f"graph raised {type(err).__name__}: {message}"
@@ -376,7 +379,10 @@ class JitFunction:
         result = self._profiled(bound, args, kwargs)  # raises eager's own error
         with self._lock:
             self._fail("graph error", f"{what}; eager did not")
-            if self.failures["graph error"] >= config.max_failures:
+            if self.failures["graph error"] >= config.max_failures and caught_tries:
+                reason = f"a `try` body kept raising in the graph where eager's handler caught it ({what})"
+                self._go_imperative(reason, caught_tries[0], "construct", splittable=True)
+            elif self.failures["graph error"] >= config.max_failures:
                 reason = f"its graph raised errors where eager did not ({what})"
                 self._go_imperative(reason, location(self.fn.__code__), "graph error")
         return result

@@ -64,6 +64,7 @@ class GenerationContext:
         self._store_inputs: dict[object, tf.Tensor] = {}
         self._tokens: dict[tf.Graph, tf.Tensor] = {}
         self.notes: list[str] = []  # decisions worth showing in explain()
+        self.caught_tries: list[str] = []  # locations of `try`s with handlers, speculated not to raise
         self.region_depth = 0  # > 0 while tracing a cond branch or loop body
         self._site_positions: dict[tuple, int] = {}
         self._invalid_sites: set[tuple] = set()

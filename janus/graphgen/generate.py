@@ -80,6 +80,7 @@ class GeneratedGraph:
     tolerated: set[str] = dataclasses.field(default_factory=set)
     counts_touches: bool = False  # reads janus.graphgen.touches counters: one call at a time
     runtime_flags: tuple[str, ...] = ()  # keys of the bools it takes at run time (its ifs are tf.conds)
+    caught_tries: tuple[str, ...] = ()  # `try`s with handlers it speculates do not raise (caught_try.py)
 
     def signature(self) -> tuple:
         """What makes two builds the same speculation: their assumptions, guards and interface."""
@@ -151,6 +152,12 @@ def generate(
         snapshot = _variables_of(concrete, snapshot_resources + unordered)
         recoverable = before_writes | fallible_after_writes
     except _Unmapped:
+        if ctx.caught_tries:  # a `try` body's error would reach the user past updates it cannot undo
+            raise NotConvertible(
+                "a `try` with a handler in a graph that updates TF state janus cannot save and put back "
+                "(not a variable)",
+                ctx.caught_tries[0],
+            ) from None
         if unordered:  # an assertion may fail after updates janus cannot put back
             raise NotConvertible(
                 "an assumption is checked after an update of TF state that janus cannot save and put "
@@ -180,6 +187,7 @@ def generate(
         build_seconds=time.perf_counter() - started,
         notes=list(ctx.notes),
         runtime_flags=tuple(ctx.runtime_flags),
+        caught_tries=tuple(ctx.caught_tries),
         counts_touches=any(key[0] == "touch" for key in ctx._store_inputs if isinstance(key, tuple)),
     )
 

@@ -33,6 +33,7 @@ from janus.config import config
 from janus.executor.replay import CallSite
 from janus.graphgen import (
     batch_lists,
+    caught_try,
     control_flow,
     datasets,
     effects,
@@ -715,10 +716,11 @@ class Interpreter:
         raise RaisesHere("raises on this path (a `raise` under a tensor `if` is speculated)", self.loc(frame, node))
 
     def _stmt_Try(self, frame: Frame, node: gast.Try) -> None:
-        if node.handlers or node.orelse:
-            raise NotConvertible("`try` with `except`/`else` is not converted", self.loc(frame, node))
         # In a graph no Python exception can occur: a failing assertion re-runs the whole call eagerly.
-        self.exec_block(frame, node.body)
+        if node.handlers or node.orelse:
+            caught_try.speculate(self, frame, node)  # the body is speculated not to raise
+        else:
+            self.exec_block(frame, node.body)
         self.exec_block(frame, node.finalbody)
 
     # ----------------------------------------------------------------- expressions
