@@ -33,6 +33,7 @@
 #include "tensorflow/core/framework/variant_op_registry.h"
 #include "tensorflow/core/framework/variant_tensor_data.h"
 #include "tensorflow/core/platform/mutex.h"
+#include "xla/tsl/platform/status.h"
 
 namespace janus {
 
@@ -98,6 +99,18 @@ tensorflow::Status SetOutputShapes(tensorflow::shape_inference::InferenceContext
   return tensorflow::OkStatus();
 }
 
+// A Cancelled/Aborted status of an invocation cancelled because another node of the step failed
+// (a sibling invocation's JanusAssert) is marked derived, as TF's executor marks its own nodes':
+// every executor above then reports the original error (eager's exception), never the cancellation.
+tensorflow::Status Derived(OpKernelContext* ctx, const tensorflow::Status& status) {
+  tensorflow::CancellationManager* cm = ctx->cancellation_manager();
+  if (cm != nullptr && cm->IsCancelled() && (absl::IsCancelled(status) || absl::IsAborted(status)) &&
+      !tsl::StatusGroup::IsDerived(status)) {
+    return tsl::StatusGroup::MakeDerived(status);
+  }
+  return status;
+}
+
 // Runs the callee with the kernel's own step resources (rendezvous, cancellation, runner).
 class InvokeBase : public AsyncOpKernel {
  public:
@@ -140,7 +153,7 @@ class InvokeBase : public AsyncOpKernel {
         opts, handle, args, rets, [ctx, rets, num_outputs, pack_frame, done, name = func_.name()](const tensorflow::Status& status) {
           std::unique_ptr<std::vector<Tensor>> owned(rets);
           if (!status.ok()) {
-            ctx->SetStatus(status);
+            ctx->SetStatus(Derived(ctx, status));
           } else if (static_cast<int>(rets->size()) < num_outputs) {
             ctx->SetStatus(tensorflow::errors::Internal("JanusInvoke: ", name, " returned ", rets->size(),
                                                         " values, expected at least ", num_outputs));

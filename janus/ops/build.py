@@ -132,7 +132,7 @@ def _compile(sources: list[Path], target: Path) -> None:
         os.unlink(tmp)
         raise OpBuildError(
             "janus could not compile its C++ ops against TensorFlow "
-            f"{tf.__version__}.\nCommand: {' '.join(cmd)}\n{proc.stderr[-4000:]}\n"
+            f"{tf.__version__}.\nCommand: {' '.join(cmd)}\n{_errors_first(proc.stderr)}\n"
             "Check that the compiler supports C++17 and that TensorFlow's headers are intact "
             "(`pip install --force-reinstall tensorflow-cpu`)."
         )
@@ -152,3 +152,10 @@ def load() -> ModuleType:
             f"janus's op library {target} does not load into TensorFlow {tf.__version__} "
             f"(ABI mismatch?): {err}. Delete {target.parent} to force a rebuild."
         ) from err
+
+
+def _errors_first(stderr: str, limit: int = 4000) -> str:
+    """The compiler's error lines (TensorFlow's headers bury them under deprecation warnings), then its
+    output's tail."""
+    errors = "\n".join(line for line in stderr.splitlines() if ": error:" in line)
+    return f"{errors[:limit]}\n...\n{stderr[-limit:]}" if errors else stderr[-limit:]
