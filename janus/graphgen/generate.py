@@ -80,6 +80,8 @@ class GeneratedGraph:
     tolerated: set[str] = dataclasses.field(default_factory=set)
     counts_touches: bool = False  # reads janus.graphgen.touches counters: one call at a time
     runtime_flags: tuple[str, ...] = ()  # keys of the bools it takes at run time (its ifs are tf.conds)
+    result_template: tuple = ("const", None)  # how ``unpack`` rebuilds the result from the outputs
+    python_effects: tuple[str, ...] = ()  # what ``commit`` replays (heap writes, deferred calls), described
 
     def signature(self) -> tuple:
         """What makes two builds the same speculation: their assumptions, guards and interface."""
@@ -180,6 +182,8 @@ def generate(
         build_seconds=time.perf_counter() - started,
         notes=list(ctx.notes),
         runtime_flags=tuple(ctx.runtime_flags),
+        result_template=template[0],
+        python_effects=tuple(w.describe() for w in ctx.heap.writes),
         counts_touches=any(key[0] == "touch" for key in ctx._store_inputs if isinstance(key, tuple)),
     )
 

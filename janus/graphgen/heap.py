@@ -33,6 +33,18 @@ class Write:
     value: object  # the value written (tensor, PyNumber, static, or (args, kwargs) for a call)
     location: str
 
+    def describe(self) -> str:
+        """What the write does, for messages: ``attribute n of argument self is set (f.py:3)``."""
+        if self.kind == "call":
+            name = getattr(self.target, "__qualname__", None) or type(self.target).__qualname__
+            return f"a call of {name} made after the graph ran ({self.location})"
+        what = self.source.describe() if self.source is not None else "an object"
+        if self.kind == "setattr":
+            return f"attribute {self.key} of {what} is set ({self.location})"
+        if self.kind == "setitem":
+            return f"item {self.key!r} of {what} is set ({self.location})"
+        return f"{what}.{self.kind}() ({self.location})"
+
 
 class HeapList:
     """A list that lives on the heap, read lazily: appending needs no snapshot and no guard.
