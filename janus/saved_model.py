@@ -258,8 +258,8 @@ def _check_exportable(graph: GeneratedGraph, name: str, bound: tuple) -> None:
     if problems:
         raise ExportError(
             f"janus cannot export {name}: " + "; ".join(problems) + ". A SavedModel holds TensorFlow ops, variables "
-            "and tensors only; janus would have to drop these. Export a function without them (the model's "
-            "forward pass, say), or keep the training loop in Python"
+            "and tensors only, so the exported graph would drop them: export a function without them (a model's "
+            "forward pass, say)"
         )
 
 

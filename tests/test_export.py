@@ -268,6 +268,29 @@ def test_speculate_false_exports_both_sides_of_a_tensor_if(tmp_path):
 
 
 @janus.jit
+def double_n_times(x, n):
+    i = tf.constant(0)
+    while i < n:
+        x = x * 2.0
+        i += 1
+    return x
+
+
+def test_speculate_false_exports_a_loop_janus_unrolled_as_a_while_loop(tmp_path):
+    x, three = tf.ones([2]), tf.constant(3)
+    for _ in range(5):  # n is a small int tensor with one value: janus unrolls the loop three times
+        double_n_times(x, three)
+    assert janus.stats(double_n_times)["graph_calls"] > 0
+    janus.export(double_n_times, x, three, path=tmp_path / "unrolled")
+    janus.export(double_n_times, x, three, path=tmp_path / "loop", speculate=False)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="janus export: .*loop runs 3 times"):
+        tf.saved_model.load(str(tmp_path / "unrolled")).serve(x, tf.constant(5))
+    loop = tf.saved_model.load(str(tmp_path / "loop"))
+    for n in (0, 3, 5):
+        assert_same(double_n_times.fn(x, tf.constant(n)), loop.serve(x, tf.constant(n)))
+
+
+@janus.jit
 def combine(pair, named, scale):
     return pair[0] * named["b"] + pair[1] * named["a"] * scale
 
@@ -340,6 +363,40 @@ def test_objects_read_through_the_heap_ops_are_refused(tmp_path):
     assert janus.stats(read_node)["graph_calls"] > 0
     with pytest.raises(janus.ExportError, match="janus's heap ops"):
         janus.export(read_node, Node(3.0), tf.ones([2]), path=tmp_path / "node")
+
+
+class Tree:
+    def __init__(self, value, left=None, right=None):
+        self.value, self.left, self.right = value, left, right
+
+
+def tree(depth, seed):
+    if depth == 0:
+        return Tree(seed % 7)
+    return Tree(0, tree(depth - 1, seed * 2), tree(depth - 1, seed * 2 + 1))
+
+
+class TreeSum:
+    def __init__(self):
+        self.embedding = tf.Variable(np.random.default_rng(0).normal(size=(7, 2)))
+
+    def total(self, node):
+        if node.left is None:
+            return tf.nn.embedding_lookup(self.embedding, [node.value])
+        return tf.tanh(self.total(node.left) + self.total(node.right))
+
+    @janus.jit
+    def score(self, node):
+        return self.total(node)
+
+
+def test_a_recursive_function_is_refused(tmp_path):
+    model = TreeSum()
+    for seed in range(5):  # a new tree every call, of another shape
+        model.score(tree(1 + seed % 3, seed))
+    assert janus.stats(model.score)["graph_calls"] > 0
+    with pytest.raises(janus.ExportError, match="recursive functions, through janus's JanusInvoke op"):
+        janus.export(model.score, tree(2, 9), path=tmp_path / "tree")
 
 
 def test_a_function_janus_runs_imperatively_is_refused_with_the_reason(tmp_path):
