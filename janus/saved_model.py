@@ -52,19 +52,14 @@ class JitNotSavedWarning(UserWarning):
 
 
 class ExportedGraph(tf.Module):
-    """What ``janus.export`` saves: ``serve`` (the tensor arguments, nested as the function takes
-    them), the ``serving_default`` signature (flat, named) and the variables the graph uses."""
+    """What ``janus.export`` saves (besides the ``serving_default`` signature): ``serve``, which takes
+    the tensor arguments nested as the function takes them, and the variables the graph uses, which
+    are ``fn``'s own objects' variables until the SavedModel is loaded elsewhere."""
 
-    def __init__(self, name: str, serve: tf.types.experimental.PolymorphicFunction, signature, variables: list):
+    def __init__(self, name: str, serve: tf.types.experimental.PolymorphicFunction, variables: list) -> None:
         super().__init__(name=name)
         self.janus_variables = variables
         self.serve = serve
-        self._signature = signature
-
-    @property
-    def signature(self) -> tf.types.experimental.ConcreteFunction:
-        """The flat function saved as the ``serving_default`` signature."""
-        return self._signature.get_concrete_function()
 
 
 def export(
@@ -100,7 +95,9 @@ def export(
 
     Raises ``ExportError`` where the graph needs janus at run time or holds what a SavedModel cannot:
     writes to Python objects, deferred calls (``print``, logging), objects read through janus's heap
-    ops, recursive functions, ``tf.data`` inputs, non-tensor results. Returns the saved module.
+    ops, recursive functions, ``tf.data`` inputs, non-tensor results. Returns the module it saved
+    (``serve``, ``janus_variables``): in this process its variables are ``fn``'s objects' own, so a
+    state update that ``serve`` makes here updates them.
     """
     if not tf.executing_eagerly():
         raise ExportError("janus.export runs eagerly, not while TensorFlow traces a function")
@@ -116,8 +113,8 @@ def export(
     specs = _export_specs(served.specs, input_signature, jf.params, offset)
     graph = _rebuild(jf, served.specs, specs, speculate)
     _check_exportable(graph, jf.fn.__qualname__, bound)
-    module = _module(graph, jf, bound)
-    tf.saved_model.save(module, os.fspath(path), signatures={SIGNATURE_KEY: module.signature})
+    module, signature = _module(graph, jf, bound)
+    tf.saved_model.save(module, os.fspath(path), signatures={SIGNATURE_KEY: signature.get_concrete_function()})
     return module
 
 
@@ -298,7 +295,9 @@ def _result_problems(template: tuple, bound: tuple) -> list[str]:
 
 
 # ------------------------------------------------------------------ the saved module
-def _module(graph: GeneratedGraph, jf: JitFunction, bound: tuple) -> ExportedGraph:
+def _module(graph: GeneratedGraph, jf: JitFunction, bound: tuple) -> tuple[ExportedGraph, object]:
+    """The module to save and the flat function of its signature (kept off the module: a SavedModel
+    would hold it as a second callable attribute)."""
     flat = graph.prepare(*bound)
     if flat is None:
         broken = "; ".join(g.description for g in graph.guards.failing(list(bound)))
@@ -330,12 +329,10 @@ def _module(graph: GeneratedGraph, jf: JitFunction, bound: tuple) -> ExportedGra
     serve.__name__ = signature.__name__ = re.sub(r"\W", "_", jf.fn.__name__)
     nested = [_nested_specs(graph.specs[i], name) for i, name in zip(inputs, names)]
     flat_specs = [s for i, name in zip(inputs, names) for s in _flat_specs(graph.specs[i], name)]
-    return ExportedGraph(
-        name=re.sub(r"\W", "_", jf.fn.__qualname__),
-        serve=tf.function(serve, input_signature=nested, autograph=False),
-        signature=tf.function(signature, input_signature=flat_specs, autograph=False),
-        variables=variables,
+    module = ExportedGraph(
+        re.sub(r"\W", "_", jf.fn.__qualname__), tf.function(serve, input_signature=nested, autograph=False), variables
     )
+    return module, tf.function(signature, input_signature=flat_specs, autograph=False)
 
 
 def _captures(graph: GeneratedGraph, values: list) -> tuple[list, list]:
