@@ -110,8 +110,9 @@ def export(
     if bound is None:
         raise ExportError(f"the example arguments do not match the parameters of {jf.fn.__qualname__}{jf.signature}")
     served = _served_graph(jitted, jf, bound, example_args)
-    specs = _export_specs(served.specs, input_signature, jf.params, offset)
-    graph = _rebuild(jf, served.specs, specs, speculate)
+    general = _export_specs(served.specs, input_signature, jf.params, offset, keep_values=False)
+    specific = _export_specs(served.specs, input_signature, jf.params, offset, keep_values=True)
+    graph = _rebuild(jf, general, specific, speculate)
     _check_exportable(graph, jf.fn.__qualname__, bound)
     module, signature = _module(graph, jf, bound)
     tf.saved_model.save(module, os.fspath(path), signatures={SIGNATURE_KEY: signature.get_concrete_function()})
@@ -148,27 +149,33 @@ def _served_graph(jitted: object, jf: JitFunction, bound: tuple, example_args: t
     runner, _ = jf.cache.lookup(bound)
     if runner is not None:
         return runner.graph
-    why = jf.imperative_reason or f"no graph serves these arguments after {calls} calls"
-    raise ExportError(
-        f"janus serves {jf.fn.__qualname__} imperatively, so it has no graph to export: {why}. "
-        "janus.explain(fn) says more"
-    )
+    name = jf.fn.__qualname__
+    if jf.imperative_reason is not None:
+        raise ExportError(
+            f"janus runs {name} without a whole graph, so it has no graph to export: {jf.imperative_reason}"
+        )
+    raise ExportError(f"no graph of {name} serves these arguments after {calls} calls: janus.explain(fn) says why")
 
 
 # ------------------------------------------------------------------ the specs and the graph
-def _export_specs(specs: list[ArgSpec], input_signature: Sequence | None, params: list[str], offset: int) -> list:
+def _export_specs(
+    specs: list[ArgSpec], input_signature: Sequence | None, params: list[str], offset: int, keep_values: bool
+) -> list[ArgSpec]:
+    """The served ``specs`` with the shapes ``input_signature`` asks for; small tensors' speculated
+    values dropped unless ``keep_values``."""
     given = list(input_signature) if input_signature is not None else []
     if len(given) > len(params) - offset:
         raise ExportError(f"input_signature has {len(given)} entries for {len(params) - offset} parameters")
     wanted = [given[i - offset] if 0 <= i - offset < len(given) else None for i in range(len(params))]
-    return [_export_spec(spec, want, f"argument {name}") for spec, want, name in zip(specs, wanted, params)]
+    return [_export_spec(s, want, f"argument {name}", keep_values) for s, want, name in zip(specs, wanted, params)]
 
 
-def _export_spec(spec: ArgSpec, wanted: object, what: str) -> ArgSpec:
-    """``spec`` for the export: a tensor's speculated value dropped, or ``wanted``'s shape taken."""
+def _export_spec(spec: ArgSpec, wanted: object, what: str, keep_values: bool) -> ArgSpec:
+    """``spec`` for the export: ``wanted``'s shape taken, or a tensor's speculated value dropped
+    (unless ``keep_values``)."""
     if isinstance(spec, TensorArg):
         if wanted is None:
-            return TensorArg(spec.dtype, spec.shape)
+            return spec if keep_values else TensorArg(spec.dtype, spec.shape)
         if not isinstance(wanted, tf.TensorSpec):
             raise ExportError(f"input_signature for {what}: expected a tf.TensorSpec, got {wanted!r}")
         if wanted.dtype != spec.dtype:
@@ -181,17 +188,17 @@ def _export_spec(spec: ArgSpec, wanted: object, what: str) -> ArgSpec:
                 want = None if wanted is None else wanted[label]
             except (KeyError, IndexError, TypeError):
                 raise ExportError(f"input_signature for {what} has no entry {label!r}") from None
-            items.append(_export_spec(item, want, f"{what}[{label!r}]"))
+            items.append(_export_spec(item, want, f"{what}[{label!r}]", keep_values))
         return SeqArg(spec.type, tuple(items), spec.keys)
     if wanted is not None:
         raise ExportError(f"input_signature gives {wanted!r} for {what}, which is no tensor: its value is baked in")
     return spec
 
 
-def _rebuild(jf: JitFunction, served: list[ArgSpec], specs: list[ArgSpec], speculate: bool) -> GeneratedGraph:
-    """The graph for ``specs`` with portable asserts; with janus's served specs where the generalised
-    ones cannot be built (the code needs a tensor's value janus speculated on)."""
-    attempts = [specs] if _same_specs(served, specs) else [specs, served]
+def _rebuild(jf: JitFunction, general: list[ArgSpec], specific: list[ArgSpec], speculate: bool) -> GeneratedGraph:
+    """The graph for the ``general`` specs, with portable asserts; for the ``specific`` ones (with the
+    tensor values janus speculated on) where the code needs such a value."""
+    attempts = [general] if _same_specs(general, specific) else [general, specific]
     with jf._lock, portable_asserts(), _speculation(speculate):
         for n, attempt in enumerate(attempts):
             try:

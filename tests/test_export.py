@@ -246,6 +246,27 @@ def test_a_small_int_tensor_janus_specialised_on_its_value_is_exported_for_any_v
 
 
 @janus.jit
+def ramp(n):
+    y = tf.zeros([n])
+    total = 0.0
+    for i in range(y.shape[0]):  # a Python loop over a static dimension: needs n's value
+        total += float(i)
+    return y + total
+
+
+def test_a_value_the_code_needs_stays_speculated_and_the_export_says_which(tmp_path):
+    three = tf.constant(3)
+    for _ in range(5):
+        ramp(three)
+    assert janus.stats(ramp)["graph_calls"] > 0
+    janus.export(ramp, three, path=tmp_path / "ramp")
+    loaded = tf.saved_model.load(str(tmp_path / "ramp"))
+    assert_same(ramp.fn(three), loaded.serve(three))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="janus export: .*argument n == constant"):
+        loaded.serve(tf.constant(4))
+
+
+@janus.jit
 def double_or_negate(x):
     if tf.reduce_sum(x) > 0.0:
         return x * 2.0
