@@ -28,21 +28,27 @@ from janus.driver import BoundJit, JitFunction, PartialJit, all_functions, resol
 from janus.explain import explain  # noqa: E402
 from janus.graphgen.errors import StrictModeError  # noqa: E402
 from janus.partial import segment_calls  # noqa: E402
+from janus.saved_model import ExportError, JitNotSavedWarning, export, install_save_hook  # noqa: E402
 from janus.transparent import disable, enable, enabled  # noqa: E402
 
 __all__ = [
     "Config",
+    "ExportError",
+    "JitNotSavedWarning",
     "StrictModeError",
     "config",
     "disable",
     "enable",
     "enabled",
     "explain",
+    "export",
     "jit",
     "report",
     "reset",
     "stats",
 ]
+
+install_save_hook()  # tf.saved_model.save warns about the @janus.jit methods a SavedModel leaves out
 
 
 def jit(fn: Callable | None = None, *, profile_calls: int | None = None, strict: bool = False):

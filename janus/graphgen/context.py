@@ -849,7 +849,7 @@ class GenerationContext:
         self.assumptions[assumption.id] = assumption
         with tf.name_scope("janus_assert"):
             condition = make_condition()
-            self.assert_ops.append(janus_assert(condition, assumption.id))
+            self.assert_ops.append(janus_assert(condition, assumption.id, f"{what} ({loc})"))
         self.code.call("janus_assert", (condition, assumption.id), {}, None)
 
     def speculate(self, value: tf.Tensor, expected: bool, code: types.CodeType, node: gast.AST, what: str) -> None:

@@ -81,6 +81,8 @@ class GeneratedGraph:
     counts_touches: bool = False  # reads janus.graphgen.touches counters: one call at a time
     runtime_flags: tuple[str, ...] = ()  # keys of the bools it takes at run time (its ifs are tf.conds)
     caught_tries: tuple[str, ...] = ()  # `try`s with handlers it speculates do not raise (caught_try.py)
+    result_template: tuple = ("const", None)  # how ``unpack`` rebuilds the result from the outputs
+    python_effects: tuple[str, ...] = ()  # what ``commit`` replays (heap writes, deferred calls), described
 
     def signature(self) -> tuple:
         """What makes two builds the same speculation: their assumptions, guards and interface."""
@@ -188,6 +190,8 @@ def generate(
         notes=list(ctx.notes),
         runtime_flags=tuple(ctx.runtime_flags),
         caught_tries=tuple(ctx.caught_tries),
+        result_template=template[0],
+        python_effects=tuple(w.describe() for w in ctx.heap.writes),
         counts_touches=any(key[0] == "touch" for key in ctx._store_inputs if isinstance(key, tuple)),
     )
 

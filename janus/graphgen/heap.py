@@ -16,6 +16,7 @@ at commit time, exactly like guards, so a list passed in as an argument is the o
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 
 from janus.assumptions.sources import Source
@@ -32,6 +33,28 @@ class Write:
     key: object  # attribute name or item key (plain constant); unused for append/extend/print
     value: object  # the value written (tensor, PyNumber, static, or (args, kwargs) for a call)
     location: str
+
+    def describe(self) -> str:
+        """What the write does, for messages: ``attribute n of argument self is set (f.py:3)``."""
+        if self.kind == "call":
+            return f"a call of {_called(self.target)} made after the graph ran ({self.location})"
+        what = self.source.describe() if self.source is not None else "an object"
+        if self.kind == "setattr":
+            return f"attribute {self.key} of {what} is set ({self.location})"
+        if self.kind == "setitem":
+            return f"item {self.key!r} of {what} is set ({self.location})"
+        return f"{what}.{self.kind}() ({self.location})"
+
+
+def _called(target: object) -> str:
+    """The name of a deferred call's function, as the user wrote it (janus's replays of a logging
+    call or ``warnings.warn`` are partials of ``janus.executor.replay``'s functions)."""
+    while isinstance(target, functools.partial):
+        target = target.func
+    name = getattr(target, "__qualname__", None) or type(target).__qualname__
+    if getattr(target, "__module__", "") == "janus.executor.replay":
+        return {"log": "logging", "warn": "warnings.warn"}.get(name, name)
+    return name
 
 
 class HeapList:
