@@ -255,6 +255,8 @@ def _check_exportable(graph: GeneratedGraph, name: str, bound: tuple) -> None:
         problems.append("which of its gradients are None depends on counters janus keeps in Python")
     if any(_takes_dataset(spec) for spec in graph.specs):
         problems.append("it takes a tf.data.Dataset argument")
+    if graph.caught_tries:  # janus re-runs such a call eagerly; a SavedModel could only raise
+        problems.append(f"its graph speculates that a `try` body does not raise ({', '.join(graph.caught_tries)})")
     custom = sorted(_janus_ops(graph.concrete))
     if custom and not problems:
         problems.append(f"its graph holds janus's own ops ({', '.join(custom)})")

@@ -442,3 +442,21 @@ def test_tf_saved_model_save_of_an_object_without_jitted_methods_does_not_warn(t
     with warnings.catch_warnings():
         warnings.simplefilter("error", janus.JitNotSavedWarning)
         tf.saved_model.save(module, str(tmp_path / "plain"))
+
+
+def test_a_function_whose_graph_speculates_on_a_try_is_refused(tmp_path):
+    w = tf.Variable([1.0, 2.0])
+
+    @janus.jit
+    def guarded(x):
+        try:
+            y = tf.debugging.check_numerics(x * w, "nan")
+        except tf.errors.InvalidArgumentError:
+            y = tf.zeros_like(x)
+        return y
+
+    for _ in range(5):
+        guarded(tf.constant([1.0, 1.0]))
+    assert janus.stats(guarded)["graph_calls"] > 0
+    with pytest.raises(janus.ExportError, match="speculates that a `try` body does not raise"):
+        janus.export(guarded, tf.constant([1.0, 1.0]), path=str(tmp_path / "m"))
