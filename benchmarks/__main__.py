@@ -8,7 +8,18 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from benchmarks import ablation, control_flow, convergence, core, plots, recursion_overhead, state, table3, transparent
+from benchmarks import (
+    ablation,
+    control_flow,
+    convergence,
+    core,
+    partial_steps,
+    plots,
+    recursion_overhead,
+    state,
+    table3,
+    transparent,
+)
 from benchmarks.harness import write_json
 from benchmarks.report import model_rows, table3_markdown, update_readme
 
@@ -35,9 +46,13 @@ def main() -> None:
                 rows.append({"name": name, "error": str(err).splitlines()[0]})
             progress.advance(task)
     console.print(table3_markdown(rows))
+    with console.status("running the split steps (.numpy() inside the tape): eager / janus / hand splits"):
+        split_steps = partial_steps.partial_steps(args.quick)  # raises if janus disagrees with eager
+    console.print(partial_steps.summary(split_steps), markup=False)
     if args.quick:  # the CI smoke run stops here: every model ran three ways and agreed with eager
-        console.print(f"written: {write_json('summary-quick.json', {'models': rows})}")
+        console.print(f"written: {write_json('summary-quick.json', {'models': rows, 'partial_steps': split_steps})}")
         return
+    write_json("partial_steps.json", split_steps)
     models = []
     for bench in MODELS:
         with console.status(f"running {bench.__name__}"):
@@ -62,6 +77,7 @@ def main() -> None:
         "examples": examples,
         "recursion_overhead": recursion,
         "ablation": ablation_rows,
+        "partial_steps": split_steps,
     }
     path = write_json("summary.json", payload)
 

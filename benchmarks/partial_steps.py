@@ -452,23 +452,32 @@ def partial_steps(quick: bool = False) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repeats (the smoke run)")
-    result = partial_steps(parser.parse_args().quick)
+def summary(result: dict) -> str:
+    """Per step: ms a step by variant, janus against eager and the best hand split, segment use."""
+    lines = []
     for r in result["steps"]:
         ms = "  ".join(f"{k} {v:.2f}" for k, v in r["ms_per_step"].items())
         met = r["janus_over_best_hand"] >= TARGET_OVER_HAND and r["janus_over_eager"] > 1.0
         s = r["janus_stats"]
-        print(
-            f"{r['name']:15s} ms/step: {ms}\n{'':15s} janus ÷ eager {r['janus_over_eager']:.2f}×, "
-            f"janus ÷ {r['best_hand']} {r['janus_over_best_hand']:.2f}× (target {'met' if met else 'MISSED'}); "
-            f"split_calls {s['split_calls']}, segment_calls {s['segment_calls']} "
-            f"({r['segment_calls_per_step']:.1f} a step); first {CHECK_STEPS} calls (s): "
-            + ", ".join(f"{k} {v:.2f}" for k, v in r["first_calls_seconds"].items() if k != "steps")
-        )
+        first = ", ".join(f"{k} {v:.2f}" for k, v in r["first_calls_seconds"].items() if k != "steps")
+        lines += [
+            f"{r['name']}: ms/step {ms}",
+            f"  janus ÷ eager {r['janus_over_eager']:.2f}×, janus ÷ {r['best_hand']} {r['janus_over_best_hand']:.2f}× "
+            f"(target {'met' if met else 'missed'}); split_calls {s['split_calls']}, segment_calls "
+            f"{s['segment_calls']} ({r['segment_calls_per_step']:.1f} a step); first {CHECK_STEPS} calls (s): {first}",
+        ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats (the smoke run)")
+    args = parser.parse_args()
+    result = partial_steps(args.quick)
+    print(summary(result))
+    for r in result["steps"]:
         print(r["explain"])
-    print(f"wrote {write_json('partial_steps.json', result)}")
+    print(f"wrote {write_json('partial_steps-quick.json' if args.quick else 'partial_steps.json', result)}")
 
 
 if __name__ == "__main__":
