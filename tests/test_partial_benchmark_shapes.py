@@ -17,11 +17,13 @@ IMAGE, STRIDE, SIZES, CLASSES = 16, 4, (4.0, 8.0), 3
 
 
 def served_split(jitted, args: tuple, per_call: int) -> None:
-    """The step ran split, and once warm, one more call is served by at least ``per_call`` segment
-    graphs (the forward pass and the update among them)."""
-    stats = janus.stats(jitted)
-    assert stats["split_calls"] > 0, f"the step did not run split: {stats}\n{janus.explain(jitted)}"
+    """The step ran split, no segment tried to build a graph asking the eager tape for gradients,
+    and once warm, one more call is served by at least ``per_call`` segment graphs (the forward
+    pass and the update among them)."""
+    stats, text = janus.stats(jitted), janus.explain(jitted)
+    assert stats["split_calls"] > 0, f"the step did not run split: {stats}\n{text}"
     assert stats["imperative_calls"] == 0, stats
+    assert "build failed" not in text, text
     jitted(*args)
     served = janus.stats(jitted)["segment_calls"] - stats["segment_calls"]
     assert served >= per_call, f"{served} segment graphs served a call: {stats}\n{janus.explain(jitted)}"

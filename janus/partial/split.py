@@ -359,6 +359,7 @@ class _Splitter:
         self.python_lines: list[int] = []
         self.force: set[tuple[int, int]] = set()  # statements kept Python whatever their verdict
         self.retry = False
+        self.tapes: set[str] = set()  # bound by a `with tf.GradientTape() as t` that Python runs
 
     # a statement's fate: "segment", "python" (as it is) or "recurse" (Python, its bodies split)
     def verdict(self, stmt: ast.stmt, bound: frozenset[str]) -> str:
@@ -371,6 +372,8 @@ class _Splitter:
         if visitor.stores & (self.cellvars | self.declared):
             return compound
         if (set(visitor.loads) | visitor.stores) & self.volatile:
+            return compound
+        if set(visitor.loads) & self.tapes:  # an eager tape: no graph can ask it for gradients
             return compound
         if flow([stmt], bound)[1] & self.locals:  # reads a local that may be unbound here
             return compound
@@ -415,6 +418,7 @@ class _Splitter:
             new.orelse = self.block(stmt.orelse, bound, in_loop, guarded)[0]
         elif isinstance(stmt, ast.With):
             inner = bound | _stored([i.optional_vars for i in stmt.items if i.optional_vars is not None])
+            self.tapes |= _stored([i.optional_vars for i in stmt.items if _is_tape(i)])
             new.body = self.block(stmt.body, inner, in_loop, True)[0]
         else:  # try
             catches = guarded or bool(stmt.handlers) or bool(stmt.finalbody)
@@ -497,6 +501,15 @@ class _Splitter:
                     n.lineno, n.end_lineno = where.lineno, where.lineno
                     n.col_offset, n.end_col_offset = where.col_offset, where.col_offset
         return stmts
+
+
+def _is_tape(item: ast.withitem) -> bool:
+    """``tf.GradientTape(...) as name``: a tape the eager code records on."""
+    call = item.context_expr
+    if item.optional_vars is None or not isinstance(call, ast.Call):
+        return False
+    func = call.func
+    return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)) == "GradientTape"
 
 
 def _key(stmt: ast.stmt) -> tuple[int, int]:
