@@ -207,13 +207,13 @@ class JitFunction:
         if not probe.done() or self.cost_probe is not probe:
             return
         self.cost_probe = None
-        graph, eager = probe.medians()
+        graph, eager = probe.fastest()
         if graph < eager:
             return
         with self._lock:  # its statements run as Python from now on: eager's answer, faster
             self.imperative_reason = (
                 f"a call of its graph ({graph * 1e6:.0f} µs) costs more than running its statements "
-                f"eagerly ({eager * 1e6:.0f} µs, medians of {probe.samples})"
+                f"eagerly ({eager * 1e6:.0f} µs, fastest of {probe.samples})"
             )
             self.imperative_kind = "too small"
             self._said_imperative = True
