@@ -392,6 +392,7 @@ def _run(name: str, programs: dict, batches: list, history: Callable[[str], obje
     variants = {k: (lambda k=k: programs[k]["step"](*next(cycles[k]))) for k in programs}
     m = measure(name, variants, unit="ms/step", warmup=3, repeats=5 if quick else 11, steps=5 if quick else 20)
     after = _segments(jitted)
+    text = janus.explain(jitted)
     calls = after["calls"] - before["calls"]
     hands = [k for k in programs if k.startswith("hand")]
     best_hand = min(hands, key=lambda k: m.per_step[k])
@@ -404,8 +405,9 @@ def _run(name: str, programs: dict, batches: list, history: Callable[[str], obje
         **{f"janus_over_{k}": m.ratio("janus", k) for k in hands},
         "first_calls_seconds": {"steps": CHECK_STEPS, **first},
         "segment_calls_per_step": (after["segment_calls"] - before["segment_calls"]) / calls,
+        "segments_too_small": text.count("[too small]"),  # run as Python after the segment cost check
         "janus_stats": after,
-        "explain": janus.explain(jitted),
+        "explain": text,
     }
 
 
@@ -464,7 +466,8 @@ def summary(result: dict) -> str:
             f"{r['name']}: ms/step {ms}",
             f"  janus ÷ eager {r['janus_over_eager']:.2f}×, janus ÷ {r['best_hand']} {r['janus_over_best_hand']:.2f}× "
             f"(target {'met' if met else 'missed'}); split_calls {s['split_calls']}, segment_calls "
-            f"{s['segment_calls']} ({r['segment_calls_per_step']:.1f} a step); first {CHECK_STEPS} calls (s): {first}",
+            f"{s['segment_calls']} ({r['segment_calls_per_step']:.1f} a step); segments too small "
+            f"{r['segments_too_small']}; first {CHECK_STEPS} calls (s): {first}",
         ]
     return "\n".join(lines)
 
