@@ -154,6 +154,8 @@ class JitFunction:
         runner, flat = self.cache.lookup(bound)
         if runner is not None:
             probe = self.cost_probe
+            if probe is not None and not probe.fair_now():
+                probe = None
             if probe is not None and runner.warm and probe.wants_eager():
                 return self._probe_eager(probe, args, kwargs)
             started = time.perf_counter()

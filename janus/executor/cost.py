@@ -3,7 +3,7 @@
 A graph call costs janus's guards, the argument flattening and TF's function call: tens of
 microseconds. A segment of one or two ops between Python statements (``acc = acc + tf.reduce_sum(x)``
 in a loop that logs ``float(acc)``) runs faster eagerly. The probe times ``SAMPLES`` eager runs
-interleaved with as many graph calls, once, and the driver keeps whichever was faster (eager's
+interleaved with as many graph calls, once, outside any GradientTape, and the driver keeps whichever was faster (eager's
 statements give eager's answer either way). Each side is judged by its fastest sample: on a loaded
 machine a call now and then waits milliseconds for a CPU (a graph call more often, as it hands over
 to TF's thread pool), and a median of three kept a one-op segment's graph, or sent a conv net's loss
@@ -12,7 +12,9 @@ to eager for good, on such outliers.
 
 from __future__ import annotations
 
-SAMPLES = 3
+from tensorflow.python.eager import record
+
+SAMPLES = 5
 
 
 class CostProbe:
@@ -22,6 +24,12 @@ class CostProbe:
         self.samples = samples
         self.eager: list[float] = []
         self.graph: list[float] = []
+
+    @staticmethod
+    def fair_now() -> bool:
+        """Whether a call now can be timed: not while a GradientTape records, where eager's time
+        leaves out its backward pass and the graph's is one recorded op (the graph keeps serving)."""
+        return not record.could_possibly_record()
 
     def wants_eager(self) -> bool:
         """Whether the next call a graph could serve should run eagerly, to be timed."""
