@@ -185,8 +185,8 @@ class TraceWatcher:
     def _on_gc(self, phase: str, info: dict) -> None:
         """A ``gc.callbacks`` entry: collections happen in the thread that allocates, while it runs
         the program, so this samples the stack of whatever the program is doing, cheaply."""
-        if phase != "stop" or self.watching or not self.started:
-            return
+        if phase != "stop" or self.watching or not self.started or sys.gettrace() is not None:
+            return  # another trace function (janus's profiler, a debugger) runs: no re-arm, so no sample
         now = time.monotonic()
         if now - self.sampled_at < config.rediscovery_seconds:
             return
