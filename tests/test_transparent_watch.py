@@ -241,3 +241,20 @@ def test_a_decided_function_costs_nothing_its_events_are_disabled(monkeypatch):
     janus.disable()
     assert 1 <= sum(asked) <= 3, sum(asked)  # at the first call only (see() asks again)
     assert "does not use TensorFlow" not in janus.explain()  # disable() forgot it
+
+
+@pytest.mark.skipif(not MONITORING, reason="sys.monitoring is Python 3.12+")
+def test_with_every_tool_id_it_may_use_taken_enable_warns_and_watches_with_settrace():
+    taken = [tool for tool in (5, 4, 3) if sys.monitoring.get_tool(tool) is None]
+    for tool in taken:
+        sys.monitoring.use_tool_id(tool, "another tool")
+    try:
+        with pytest.warns(RuntimeWarning, match="every sys.monitoring tool id it may use"):
+            janus.enable()
+        assert isinstance(transparent._mode.watcher, watchers.TraceWatcher)
+        served_train_step()
+        assert [sys.monitoring.get_tool(tool) for tool in taken] == ["another tool"] * len(taken)
+    finally:
+        janus.disable()
+        for tool in taken:
+            sys.monitoring.free_tool_id(tool)
