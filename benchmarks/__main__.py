@@ -62,6 +62,7 @@ def main() -> None:
         profiler = core.profiler_overhead(args.quick)
     with console.status("running the examples eager / janus.enable() / @janus.jit"):
         examples = transparent.examples(args.quick)
+        watch = transparent.watch_overhead()
     with console.status("running the recursion overhead (eager / janus per tree node)"):
         recursion = recursion_overhead.recursion_overhead(args.quick)
     with console.status(f"running the ablation BASE/+UNRL/+SPCN/+PARL on {', '.join(ABLATION_MODELS)}"):
@@ -75,6 +76,7 @@ def main() -> None:
         "overhead": overhead,
         "profiler": profiler,
         "examples": examples,
+        "enable_watch_overhead": watch,
         "recursion_overhead": recursion,
         "ablation": ablation_rows,
         "partial_steps": split_steps,

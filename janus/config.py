@@ -37,8 +37,12 @@ class Config:
         max_unroll: loops longer than this are converted to ``tf.while_loop`` instead.
         hot_calls: with ``janus.enable()``, calls after which a user function running TensorFlow
             is routed through janus (training steps and Keras ``call`` are routed at once).
-        discovery_quiet_seconds: once ``janus.enable()`` routed a function, it stops watching
-            calls (which slows Python) when this long passes without a new function.
+        discovery_quiet_seconds: Python 3.11: once ``janus.enable()`` routed a function, it stops
+            watching calls (its ``sys.settrace`` function slows Python) when this long passes without
+            a new function. Python 3.12+ watches for the whole run at no cost (``sys.monitoring``).
+        rediscovery_seconds: Python 3.11: while ``janus.enable()`` is not watching calls, how often
+            at most it looks at the running stack (at a garbage collection) for a function it has
+            not decided about, and watches calls again when it finds one (a function first called late).
         partial_graphs: a function janus cannot convert whole runs split at statement level
             (``janus.partial``): the runs of statements around what it cannot convert are served by
             graphs of their own, the rest runs in Python (off: the whole function runs imperatively).
@@ -64,6 +68,7 @@ class Config:
     max_unroll: int = 256
     hot_calls: int = 5
     discovery_quiet_seconds: float = 1.0
+    rediscovery_seconds: float = 0.5
     strict: bool = False
     partial_graphs: bool = True
     segment_cost_check: bool = True

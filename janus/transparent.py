@@ -1,19 +1,16 @@
 """Transparent mode: ``janus.enable()`` converts an unmodified TF2 script's functions.
 
-A global ``sys.settrace`` function sees every Python call while janus is enabled (it asks
-for no line events, so each call costs one callback). While janus profiles a call it
-traces with its own profiler and puts this hook back afterwards. The first time it sees a
-user function, it classifies it (and remembers the verdict for that code object):
+A watcher (``janus.watchers``) shows transparent mode each Python call of a function it has not
+decided about: on Python 3.12+ through ``sys.monitoring`` for the whole run, at no cost once a
+function is decided and beside debuggers and coverage; on Python 3.11 through a global
+``sys.settrace`` function that pauses when discovery is quiet and watches again when a function it
+has not seen is running. The first time transparent mode sees a user function, it classifies it
+(and remembers the verdict for that code object):
 
 1. a training step: its body opens a ``tf.GradientTape`` and calls ``.gradient``;
 2. the ``call`` of a user-defined Keras ``Layer``/``Model`` subclass;
 3. any other user function that runs TensorFlow and has been called
    ``config.hot_calls`` times (hot-function detection).
-
-Any trace function makes CPython run every call in its slower tracing mode, so once a
-function has been routed, the hook removes itself when ``config.discovery_quiet_seconds``
-pass without a new function (the routed functions stay routed); functions first called
-after that run as they are.
 
 A chosen function is routed through ``janus.jit`` by swapping its ``__code__`` for a small
 trampoline with the same free variables; the jitted copy keeps the original code, so
@@ -21,7 +18,7 @@ fallbacks run exactly the user's function. Library code, generators, lambdas and
 functions the hook cannot name are never touched. A function first called while TensorFlow traces
 a graph (``tf.function``, Keras's ``model.fit`` without ``run_eagerly=True``) is classified again
 when it is first called eagerly; a routed function called during a trace runs plainly in it.
-``janus.disable()`` puts every original ``__code__`` back and removes the hook.
+``janus.disable()`` puts every original ``__code__`` back and stops the watcher.
 """
 
 from __future__ import annotations
@@ -29,9 +26,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
-import sys
-import threading
-import time
 import types
 import warnings
 from collections.abc import Iterator
@@ -39,9 +33,10 @@ from collections.abc import Iterator
 import gast
 import tensorflow as tf
 
+from janus import watchers
 from janus.config import config
 from janus.diagnostics import logs
-from janus.driver import JitFunction, busy_seconds
+from janus.driver import JitFunction
 from janus.graphgen.errors import NotConvertible
 from janus.graphgen.keras_layers import is_keras_layer
 from janus.graphgen.source import function_ast
@@ -76,48 +71,25 @@ class _TransparentMode:
         self.tracing: set[types.CodeType] = set()
         self.calls: dict[types.CodeType, int] = {}
         self.trampolines: set[types.CodeType] = set()
-        self.last_news = 0.0  # when the hook last saw a new function or routed one
-        self.busy_at_news = 0.0  # janus's profiling and build seconds then (driver.busy_seconds)
-        self.watching = False
-        self.stopped_at = 0.0
-        self._previous = None
+        self.watcher: watchers.MonitoringWatcher | watchers.TraceWatcher | None = None
 
     # ------------------------------------------------------------------ switching
     def enable(self) -> None:
         if self.active:
             return
         self.active = True
-        self._news()
-        self.watching = True
-        self._previous = sys.gettrace()
-        sys.settrace(self._hook)
-        threading.settrace(self._hook)
+        self.watcher = watchers.watcher(self)
+        self.watcher.start()
 
-    def _stop_watching(self) -> None:
-        """Discovery is over: a trace function slows every Python call, so remove it."""
-        if self.watching:
-            self.watching = False
-            self.stopped_at = time.monotonic()
-            sys.settrace(self._previous)
-            threading.settrace(None)
-            log.info("transparent mode saw no new function for %.1f s; it stops watching",
-                     config.discovery_quiet_seconds)  # fmt: skip
-
-    def rearm(self) -> None:
-        """Watches this thread's calls again (a routed function still warming up was called: the
-        program may be about to call a new training step)."""
-        if self.active and not self.watching and time.monotonic() - self.stopped_at >= config.discovery_quiet_seconds:
-            self.watching = True
-            self._news()
-            self._previous = sys.gettrace()
-            sys.settrace(self._hook)
-            threading.settrace(self._hook)
-            log.info("transparent mode watches calls again (a routed function is warming up)")
+    def stop_watching(self) -> None:
+        """No more discovery (at exit: calls made while modules are torn down must not reach it)."""
+        if self.watcher is not None:
+            self.watcher.stop()
 
     def disable(self) -> None:
         if not self.active:
             return
-        self._stop_watching()
+        self.stop_watching()
         for routed in self.routed.values():
             routed.function.__code__ = routed.original
         self.active = False
@@ -128,39 +100,47 @@ class _TransparentMode:
         self.trampolines.clear()
 
     # ------------------------------------------------------------------ discovery
-    def _hook(self, frame: types.FrameType, event: str, arg: object) -> None:
-        """The global trace function: it must never raise into the user's program."""
+    def see(self, frame: types.FrameType) -> bool:
+        """Classifies the function starting in ``frame`` if it is new; True when that was news (a
+        new function, a call counted towards ``hot_calls``, a route). Never raises into the program."""
         try:
-            self._discover(frame)
+            return self._discover(frame)
         except Exception as err:  # noqa: BLE001 - a failure here is janus's, never the program's
             code = frame.f_code
             self.verdicts[code] = f"left alone: transparent mode failed on it ({type(err).__name__}: {err})"
             log.warning("transparent mode leaves %s (%s:%d) alone: %s: %s", code.co_qualname,
                         code.co_filename, code.co_firstlineno, type(err).__name__, err)  # fmt: skip
+            return True
 
-    def _news(self) -> None:
-        self.last_news = time.monotonic()
-        self.busy_at_news = busy_seconds()
+    def decided(self, code: types.CodeType) -> bool:
+        return code in self.verdicts or code in self.trampolines
 
-    def _discover(self, frame: types.FrameType) -> None:
+    def progress(self, frame: types.FrameType) -> int | None:
+        """For a stack sample: None when the function running in ``frame`` is decided (or still only
+        called while TF traces), else the calls counted towards ``hot_calls`` (0: never seen called)."""
         code = frame.f_code
-        if code in self.verdicts or code in self.trampolines or (code in self.tracing and not tf.executing_eagerly()):
-            # quiet only counts once something was routed, and not while janus profiles or builds
-            quiet = time.monotonic() - self.last_news - (busy_seconds() - self.busy_at_news)
-            if self.routed and quiet >= config.discovery_quiet_seconds:
-                self._stop_watching()
-            return
-        self._news()
+        if self.decided(code) or (code in self.tracing and not tf.executing_eagerly()):
+            return None
+        verdict = _static_verdict(code)
+        if verdict is not None:
+            self.verdicts[code] = verdict
+            return None
+        return self.calls.get(code, 0)
+
+    def _discover(self, frame: types.FrameType) -> bool:
+        code = frame.f_code
+        if self.decided(code) or (code in self.tracing and not tf.executing_eagerly()):
+            return False
         if code in self.calls:
             self.calls[code] += 1
             if self.calls[code] >= config.hot_calls:
                 del self.calls[code]
                 self._route_if_found(frame, "hot function running TensorFlow")
-            return
+            return True
         verdict = self._classify(frame)
         if verdict == _TRACING:
             self.tracing.add(code)
-            return
+            return True
         self.tracing.discard(code)
         if verdict == "hot":
             self.calls[code] = 1
@@ -172,15 +152,13 @@ class _TransparentMode:
                 log.debug(
                     "leaves %s (%s:%d) alone: %s", code.co_qualname, code.co_filename, code.co_firstlineno, verdict
                 )
+        return True
 
     def _classify(self, frame: types.FrameType) -> str:
         code = frame.f_code
-        if is_library_code(code) or code.co_qualname.startswith(split.FACTORY):  # a split function's own parts
-            return "library code"
-        if code.co_flags & _SKIPPED_FLAGS or code.co_name.startswith("<"):
-            return "generator, coroutine, lambda or comprehension"
-        if not code.co_flags & _CO_OPTIMIZED:
-            return "class body or module code"
+        verdict = _static_verdict(code)
+        if verdict is not None:
+            return verdict
         if not tf.executing_eagerly():  # not a frame check: Keras's run_eagerly step runs under autograph's wrapper
             return _TRACING
         try:
@@ -213,7 +191,6 @@ class _TransparentMode:
         self.trampolines.add(trampoline)
         function.__code__ = trampoline
         self.routed[code] = Routed(function, code, jitted, why)
-        self._news()
         log.info("routing %s (%s:%d) through janus: %s", function.__qualname__, code.co_filename,
                  code.co_firstlineno, why)  # fmt: skip
 
@@ -270,6 +247,17 @@ class _TransparentMode:
         return lines
 
 
+def _static_verdict(code: types.CodeType) -> str | None:
+    """Why ``code`` is never routed, from the code object alone (None: it may be)."""
+    if is_library_code(code) or code.co_qualname.startswith(split.FACTORY):  # a split function's own parts
+        return "library code"
+    if code.co_flags & _SKIPPED_FLAGS or code.co_name.startswith("<"):
+        return "generator, coroutine, lambda or comprehension"
+    if not code.co_flags & _CO_OPTIMIZED:
+        return "class body or module code"
+    return None
+
+
 def _where(code: types.CodeType) -> str:
     return f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno})"
 
@@ -313,8 +301,9 @@ def _function_of(frame: types.FrameType) -> types.FunctionType | None:
 
 class _Dispatch:
     """What a routed function's trampoline calls: its jitted copy. While that copy is still
-    warming up (profiling), a call re-arms discovery if it stopped, so a training step first
-    called after a long warm-up (a model built and compiled slowly) is still found."""
+    warming up (profiling), a call tells the watcher, which on Python 3.11 watches calls again if it
+    paused, so a training step first called after a long warm-up (a model built and compiled
+    slowly) is found at its first call."""
 
     __slots__ = ("jitted", "mode", "_warm_calls")
 
@@ -330,8 +319,8 @@ class _Dispatch:
     def __call__(self, *args: object, **kwargs: object) -> object:
         if self._warm_calls:
             self._warm_calls -= 1
-            if not self.mode.watching:
-                self.mode.rearm()
+            if self.mode.watcher is not None:
+                self.mode.watcher.routed_call()
         return self.jitted(*args, **kwargs)
 
 
@@ -358,7 +347,7 @@ def _trampoline(code: types.CodeType, dispatcher: _Dispatch) -> types.CodeType:
 _mode = _TransparentMode()
 # Stop watching before the interpreter tears modules down: calls made then (weakref callbacks)
 # would reach the hook with half-deleted modules.
-atexit.register(_mode._stop_watching)
+atexit.register(_mode.stop_watching)
 
 
 def enable() -> None:
