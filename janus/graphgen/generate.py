@@ -80,6 +80,7 @@ class GeneratedGraph:
     tolerated: set[str] = dataclasses.field(default_factory=set)
     counts_touches: bool = False  # reads janus.graphgen.touches counters: one call at a time
     runtime_flags: tuple[str, ...] = ()  # keys of the bools it takes at run time (its ifs are tf.conds)
+    inputs: tuple[str, ...] = ()  # what each flat input of the graph is fed from (prepare()'s list), for dumps
 
     def signature(self) -> tuple:
         """What makes two builds the same speculation: their assumptions, guards and interface."""
@@ -141,9 +142,12 @@ def generate(
         raise
     heap_paths = ctx.heap_tensors
     captures = []
+    variables = {id(v.handle): v for v in concrete.variables}
+    described = []
     for captured in concrete.captured_inputs:
         path = heap_paths.get(id(captured))
         captures.append(path if path is not None else ctx.const(captured))
+        described.append(_describe_capture(captures[-1], captured, variables))
     prepare = ctx.guards.compile(len(params), flat_inputs + captures)
     commit = ctx.heap.compile(len(params), ctx.guards.namespace, lambda i: f"V[{i}]", ctx.const)
     writes = sum(1 for op in concrete.graph.get_operations() if is_state_write(op))
@@ -181,7 +185,18 @@ def generate(
         notes=list(ctx.notes),
         runtime_flags=tuple(ctx.runtime_flags),
         counts_touches=any(key[0] == "touch" for key in ctx._store_inputs if isinstance(key, tuple)),
+        inputs=tuple(str(source) for source in flat_inputs) + tuple(described),
     )
+
+
+def _describe_capture(feed: Source | str, captured: object, variables: dict[int, tf.Variable]) -> str:
+    """A captured input, for dumps: its feed in prepare() and, for a variable's handle, the variable."""
+    variable = variables.get(id(captured))
+    if variable is not None:
+        return f"{feed} (variable {variable.name!r})"
+    if isinstance(captured, EagerTensor):
+        return f"{feed} ({captured.dtype.name}{list(captured.shape)})"
+    return str(feed)
 
 
 def _variables_of(concrete: object, resources: list[tf.Tensor]) -> tuple:

@@ -11,7 +11,7 @@ from janus.graphgen import touches
 from janus.graphgen.errors import NotConvertible
 
 # Stateful ops that only read state: they may run before an assumption is checked.
-_STATE_READS = frozenset(
+STATE_READS = frozenset(
     {
         "ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VariableShape", "VarIsInitializedOp", "JanusAssert",
         "JanusInvoke", "JanusInvokeGrad",  # recursive functions only read variables (writes there are refused)
@@ -39,7 +39,7 @@ def is_state_write(op: tf.Operation) -> bool:
     """TF state updates, prints, and Horovod collectives: what must wait for every assertion."""
     if op.type.startswith("Horovod"):
         return True  # a rank whose assertion fails must not have joined a collective yet
-    if op.type in _STATE_READS or not op._is_stateful or _call_local(op) or touches.is_touch_op(op):
+    if op.type in STATE_READS or not op._is_stateful or _call_local(op) or touches.is_touch_op(op):
         return False
     return op.type == "PrintV2" or any(_outlives_call(t) for t in op.inputs)
 
