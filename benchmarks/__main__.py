@@ -8,7 +8,18 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from benchmarks import ablation, control_flow, convergence, core, plots, recursion_overhead, state, table3, transparent
+from benchmarks import (
+    ablation,
+    control_flow,
+    convergence,
+    core,
+    plots,
+    recurrent_cell,
+    recursion_overhead,
+    state,
+    table3,
+    transparent,
+)
 from benchmarks.harness import write_json
 from benchmarks.report import model_rows, table3_markdown, update_readme
 
@@ -47,6 +58,8 @@ def main() -> None:
         profiler = core.profiler_overhead(args.quick)
     with console.status("running the examples eager / janus.enable() / @janus.jit"):
         examples = transparent.examples(args.quick)
+    with console.status("running the recurrent-cell loop in one process: eager / janus.enable() / tf.function"):
+        recurrent = recurrent_cell.recurrent_cell(args.quick)
     with console.status("running the recursion overhead (eager / janus per tree node)"):
         recursion = recursion_overhead.recursion_overhead(args.quick)
     with console.status(f"running the ablation BASE/+UNRL/+SPCN/+PARL on {', '.join(ABLATION_MODELS)}"):
@@ -60,6 +73,7 @@ def main() -> None:
         "overhead": overhead,
         "profiler": profiler,
         "examples": examples,
+        "recurrent_cell": recurrent,
         "recursion_overhead": recursion,
         "ablation": ablation_rows,
     }
@@ -76,7 +90,9 @@ def main() -> None:
         f"LSTM +UNRL: unrolled janus is {lstm['unrl_effect']:.2f}× janus with tf.while_loop. "
         f"Per call, 3-op function: janus {overhead['janus_us']:.1f} µs, "
         f"tf.function {overhead['tf_function_us']:.1f} µs, eager {overhead['eager_us']:.1f} µs. "
-        f"Profiled LeNet step: {profiler['profiled_over_eager']:.2f}× eager."
+        f"Profiled LeNet step: {profiler['profiled_over_eager']:.2f}× eager. "
+        f"Recurrent-cell loop under janus.enable(): {recurrent['enable_over_eager']:.1f}× eager, "
+        f"{recurrent['enable_over_tf_function']:.2f}× the hand-written tf.function."
     )
     console.print(f"written: {path}")
     update_readme(path)
