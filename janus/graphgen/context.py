@@ -888,6 +888,9 @@ class GenerationContext:
 
     def assert_nonzero(self, divisor: tf.Tensor, loc: str) -> None:
         """Division by a relaxed number: Python raises ZeroDivisionError, so check before."""
+        static = tf.get_static_value(divisor)
+        if static is not None and np.all(static != 0):  # a constant divisor (a value guarded before the call)
+            return
         zero = lambda: tf.zeros([], divisor.dtype)  # noqa: E731 - int64 divisors need an int64 zero
         self.check(lambda: tf.not_equal(divisor, zero()), f"divisor is not zero@{loc}", "divisor is not zero", loc)
 

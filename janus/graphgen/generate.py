@@ -128,7 +128,7 @@ def generate(
         first_write = order_writes_after_earlier_ops(graph)
         if first_write is not None:
             before_writes.update(op.name for op in graph.get_operations()[:first_write])
-        resources, fallible = written_before_last_fallible(graph, first_write)
+        resources, fallible = written_before_last_fallible(graph, first_write, ctx.assert_ops)
         snapshot_resources.extend(resources)
         fallible_after_writes.update(fallible)
         ctx.code.returns(outputs)
