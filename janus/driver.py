@@ -133,10 +133,16 @@ class JitFunction:
             return self.fn(*args, **kwargs)  # tf.config.run_functions_eagerly(True) is honoured
         if getattr(_profiling, "depth", 0):  # inside a profiled call: the caller's graph will hold this call
             return self.fn(*args, **kwargs)
-        if self._effectful:
-            with _heap_lock():
-                return self._call(args, kwargs)
-        return self._call(args, kwargs)
+        if not self._effectful:
+            return self._call(args, kwargs)
+        acquired = _HEAP_LOCK.acquire(timeout=HEAP_LOCK_PATIENCE)  # _heap_lock(), inline: on every call
+        if not acquired:
+            log_profile.debug("the heap lock is held by a call that waits on this thread: going on without it")
+        try:
+            return self._call(args, kwargs)
+        finally:
+            if acquired:
+                _HEAP_LOCK.release()
 
     def _call(self, args: tuple, kwargs: dict) -> object:
         stats = self.stats

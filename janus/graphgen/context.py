@@ -122,6 +122,7 @@ class GenerationContext:
         if source is None:
             return
         self._keras_guarded.update(id(sub) for sub in keras_layers.objects_within(obj))
+        self.guard_keras_config(loc)  # what its ops depend on besides its own settings
         described = f"the settings of {describe_object(obj)} and of the layers within it"
         settings = CallSource(self.const(keras_layers.state_fingerprint), (source,), described)
         fingerprint = keras_layers.state_fingerprint(obj)
