@@ -181,3 +181,21 @@ def _quiet_stderr() -> Iterator[None]:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
+
+
+def main() -> None:
+    """``python -m benchmarks.recurrent_cell [--quick]``: prints the ratios, writes results/recurrent_cell.json."""
+    import argparse
+
+    from benchmarks.harness import write_json
+    from benchmarks.report import recurrent_cell_markdown
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    result = recurrent_cell(parser.parse_args().quick)
+    print(recurrent_cell_markdown(result))
+    print(f"written: {write_json('recurrent_cell.json', result)}")
+
+
+if __name__ == "__main__":
+    main()
