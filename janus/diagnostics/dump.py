@@ -152,7 +152,7 @@ class _FunctionLibrary:
     def function_def(self, name: str) -> function_pb2.FunctionDef | None:
         try:
             return context.context().get_function_def(name)
-        except (tf.errors.NotFoundError, ValueError):  # not (or no longer) registered: the graph's copy
+        except Exception:  # not registered in the runtime (or no eager context yet): the graph's copy
             return self._library.get(name)
 
     def render_all(self) -> Iterator[str]:
