@@ -15,6 +15,7 @@ from benchmarks import (
     core,
     partial_steps,
     plots,
+    recurrent_cell,
     recursion_overhead,
     state,
     table3,
@@ -63,6 +64,8 @@ def main() -> None:
     with console.status("running the examples eager / janus.enable() / @janus.jit"):
         examples = transparent.examples(args.quick)
         watch = transparent.watch_overhead()
+    with console.status("running the recurrent-cell loop in one process: eager / janus.enable() / tf.function"):
+        recurrent = recurrent_cell.recurrent_cell(args.quick)
     with console.status("running the recursion overhead (eager / janus per tree node)"):
         recursion = recursion_overhead.recursion_overhead(args.quick)
     with console.status(f"running the ablation BASE/+UNRL/+SPCN/+PARL on {', '.join(ABLATION_MODELS)}"):
@@ -77,6 +80,7 @@ def main() -> None:
         "profiler": profiler,
         "examples": examples,
         "enable_watch_overhead": watch,
+        "recurrent_cell": recurrent,
         "recursion_overhead": recursion,
         "ablation": ablation_rows,
         "partial_steps": split_steps,
@@ -94,7 +98,9 @@ def main() -> None:
         f"LSTM +UNRL: unrolled janus is {lstm['unrl_effect']:.2f}× janus with tf.while_loop. "
         f"Per call, 3-op function: janus {overhead['janus_us']:.1f} µs, "
         f"tf.function {overhead['tf_function_us']:.1f} µs, eager {overhead['eager_us']:.1f} µs. "
-        f"Profiled LeNet step: {profiler['profiled_over_eager']:.2f}× eager."
+        f"Profiled LeNet step: {profiler['profiled_over_eager']:.2f}× eager. "
+        f"Recurrent-cell loop under janus.enable(): {recurrent['enable_over_eager']:.1f}× eager, "
+        f"{recurrent['enable_over_tf_function']:.2f}× the hand-written tf.function."
     )
     console.print(f"written: {path}")
     update_readme(path)

@@ -33,7 +33,7 @@ def _throughput(name: str, flags: list[str], steps: int) -> float:
 def examples(quick: bool = False) -> dict:
     rows = []
     steps, repeats = (30, 1) if quick else (400, 3)
-    for name in ("mnist_cnn", "rnn_lm", "subclassed_model"):
+    for name in ("mnist_cnn", "rnn_lm", "subclassed_model", "recurrent_cell_enable"):
         samples: dict[str, list[float]] = {m: [] for m in MODES}
         for r in range(repeats):
             order = list(MODES)[r % 3 :] + list(MODES)[: r % 3]

@@ -26,7 +26,8 @@ class Config:
         log_level: what janus logs (``JANUS_LOG``): a level for all of janus ("warning", "info",
             "debug") and/or named channels shown at DEBUG ("fallbacks,guards,builds,breaks",
             "transparent", "profile", "all"); see ``janus.diagnostics.logs``.
-        dump_dir: when set, generated code (``ast.unparse``) and graphs are written here.
+        dump_dir: when set, each graph's op trace (guards, ops, state updates, commit), its GraphDef
+            and a TensorBoard run per function and graph are written here (``janus.diagnostics.dump``).
         disabled: every jit is a pass-through (``JANUS_DISABLE=1``).
         speculate_branches: inline the side of a tensor ``if`` that every profiled call took,
             behind a JanusAssert (off: always ``tf.cond``). An ablation switch.

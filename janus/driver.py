@@ -18,7 +18,6 @@ import dataclasses
 import functools
 import inspect
 import logging
-import os
 import re
 import threading
 import time
@@ -32,7 +31,7 @@ from tensorflow.python.eager.polymorphic_function import eager_function_run
 from janus import distributed
 from janus.assumptions.specs import ArgSpec, ConstArg, ObjectArg, SeqArg, derive, item_key, list_pointer_keys
 from janus.config import config
-from janus.diagnostics import logs
+from janus.diagnostics import dump, logs
 from janus.executor.cache import GraphCache
 from janus.executor.cost import CostProbe
 from janus.executor.runner import AssumptionFailed, GraphRunner
@@ -137,10 +136,16 @@ class JitFunction:
             return self.fn(*args, **kwargs)  # tf.config.run_functions_eagerly(True) is honoured
         if getattr(_profiling, "depth", 0):  # inside a profiled call: the caller's graph will hold this call
             return self.fn(*args, **kwargs)
-        if self._effectful:
-            with _heap_lock():
-                return self._call(args, kwargs)
-        return self._call(args, kwargs)
+        if not self._effectful:
+            return self._call(args, kwargs)
+        acquired = _HEAP_LOCK.acquire(timeout=HEAP_LOCK_PATIENCE)  # _heap_lock(), inline: on every call
+        if not acquired:
+            log_profile.debug("the heap lock is held by a call that waits on this thread: going on without it")
+        try:
+            return self._call(args, kwargs)
+        finally:
+            if acquired:
+                _HEAP_LOCK.release()
 
     def _call(self, args: tuple, kwargs: dict) -> object:
         stats = self.stats
@@ -505,7 +510,16 @@ class JitFunction:
             self.stats.graphs_built, self.fn.__qualname__, graph.function_name, graph.num_inputs, graph.num_outputs,
             graph.state_writes, len(graph.guards.guards), len(graph.assumptions),
         )  # fmt: skip
-        _dump(self, graph)
+        if config.dump_dir:
+            self._dump(graph)
+
+    def _dump(self, graph) -> None:
+        """Writes the graph to ``config.dump_dir``; a dump that fails is said, and the call goes on."""
+        try:
+            dump.write(self, self.fn.__qualname__, self.stats.graphs_built, graph, config.dump_dir)
+        except Exception as err:  # a full disk, or a bug in the dump: never the user's result
+            log_builds.warning("%s: could not dump graph %d to %s: %s: %s", self.fn.__qualname__,
+                               self.stats.graphs_built, config.dump_dir, type(err).__name__, err)  # fmt: skip
 
     def _constant_flags(self, err: NotConvertible | GenerationError | _FlagsFailed) -> bool:
         """Bools fed at run time (train/eval flags) in a build that failed: the next build takes
@@ -649,20 +663,6 @@ class PartialJit:
 
     def __call__(self, *args: object, **kwargs: object) -> object:
         return self.jit_function(*self.args, *args, **{**self.keywords, **kwargs})
-
-
-def _dump(jf: JitFunction, graph) -> None:
-    if not config.dump_dir:
-        return
-    os.makedirs(config.dump_dir, exist_ok=True)
-    stem = os.path.join(config.dump_dir, f"{jf.fn.__qualname__}.{jf.stats.graphs_built}")
-    with open(stem + ".py", "w") as out:
-        out.write(graph.code + "\n\n# guards\n" + graph.prepare.source)
-    tf.io.write_graph(graph.concrete.graph.as_graph_def(), config.dump_dir, os.path.basename(stem) + ".pbtxt")
-    writer = tf.summary.create_file_writer(os.path.join(config.dump_dir, "tensorboard"))
-    with writer.as_default():
-        tf.summary.graph(graph.concrete.graph)
-    writer.close()
 
 
 def all_functions() -> list[JitFunction]:

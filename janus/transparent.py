@@ -372,6 +372,11 @@ def enabled() -> Iterator[None]:
             disable()
 
 
+def is_watching() -> bool:
+    """Whether transparent mode's trace hook still sees every call (discovery is not over)."""
+    return _mode.active and _mode.watching
+
+
 def routed_functions() -> list[Routed]:
     return list(_mode.routed.copy().values())
 

@@ -6,7 +6,7 @@ from differential import run_differential
 
 import janus
 from janus.assumptions.guards import GuardBuilder, GuardKind
-from janus.assumptions.sources import ArgumentSource, CellSource, GlobalSource
+from janus.assumptions.sources import ArgumentSource, CallSource, CellSource, GlobalSource
 
 
 def test_sources_render_the_path_and_name_the_value():
@@ -44,6 +44,25 @@ def test_each_guard_kind_accepts_what_it_saw_and_rejects_a_change():
         assert prepare(*args) is None, args
         assert builder.failing(list(args)), args
     assert {g.kind for g in builder.failing(list(changes[0]))} == {GuardKind.TENSOR_MATCH}
+
+
+def test_a_computed_source_is_called_once_per_check():
+    """A Keras state fingerprint costs tens of µs: prepare() computes it once, not once per use."""
+    calls = []
+
+    def fingerprint(obj):
+        calls.append(obj)
+        return (1, ("units", 4))
+
+    builder = GuardBuilder()
+    source = CallSource(builder.const(fingerprint), (ArgumentSource(0, "layer"),), "the layer's settings")
+    builder.add(GuardKind.EQUALS_MATCH, source, (1, ("units", 4)), "layer", "here")
+    builder.add(GuardKind.EQUALS_MATCH, source, (1, ("units", 4)), "layer", "there")  # the same check: once
+    prepare = builder.compile(1, [])
+    assert prepare("layer") == [] and calls == ["layer"]
+    fingerprint_changed = lambda obj: (1, ("units", 5))  # noqa: E731
+    builder.namespace[source.function] = fingerprint_changed
+    assert builder.compile(1, [])("layer") is None and builder.failing(["layer"])
 
 
 def test_explain_names_guard_kinds_and_user_paths():

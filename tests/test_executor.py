@@ -278,21 +278,6 @@ def test_keyword_and_default_arguments_bind_like_python():
     assert janus.stats(jitted)["graph_calls"] >= 1
 
 
-def test_dump_dir_writes_code_and_graphs(tmp_path):
-    janus.config.dump_dir = str(tmp_path)
-
-    @janus.jit
-    def f(x):
-        return tf.nn.relu(x) * 3.0
-
-    for _ in range(4):
-        f(tf.constant([1.0, -1.0]))
-    files = sorted(p.name for p in tmp_path.iterdir())
-    assert any(n.endswith(".py") for n in files) and any(n.endswith(".pbtxt") for n in files), files
-    code = next(tmp_path.glob("*.py")).read_text()
-    assert "relu" in code and "def prepare" in code
-
-
 def test_janus_disable_environment_makes_jit_a_pass_through():
     script = (
         "import tensorflow as tf, janus\n"

@@ -128,3 +128,62 @@ def test_labels_out_of_range_after_batch_norm_updated_its_statistics():
     x = tf.constant(np.arange(6, dtype=np.float32).reshape(2, 3) / 6.0)
     labels = [[0, 1], [2, 3], [1, 0], [3, 2], [0, 9], [1, 1], [7, 0], [2, 2]]
     run_differential(make, [(x, tf.constant(y)) for y in labels], min_graph_calls=3)
+
+
+class Bookkeeper:
+    """A training step that counts, records and logs in Python after its optimizer update."""
+
+    def __init__(self):
+        self.w = tf.Variable([1.0, -1.0])
+        self.opt = tf.keras.optimizers.SGD(0.1)
+        self.steps = 0
+        self.history = []
+
+    def step(self, x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.square(self.w * x))
+        grads = tape.gradient(loss, [self.w])
+        self.opt.apply_gradients(zip(grads, [self.w]))
+        self.steps += 1
+        self.history.append(loss)
+        if self.steps % 3 == 0:
+            print("step", self.steps)
+        return loss
+
+
+@pytest.mark.keras
+def test_bookkeeping_after_the_optimizer_keeps_no_snapshot_of_the_weights():
+    """A counter, a list and a log line after the update cannot raise: no variable is saved per call."""
+
+    def make():
+        keeper = Bookkeeper()
+        return (lambda x: Bookkeeper.step(keeper, x)), lambda: (keeper.w, keeper.steps, keeper.history)
+
+    jitted = run_differential(make, [(tf.constant([v, 1.0]),) for v in (1.0, 2.0, 0.5, 1.5, 1.0, 2.0, 3.0)],
+                              min_graph_calls=3)  # fmt: skip
+    graphs = [runner.graph for runner in janus.driver.resolve(jitted).cache.entries]
+    assert graphs and all(g.state_writes and not g.snapshot for g in graphs), janus.explain(jitted)
+
+
+class BranchAfterUpdate:
+    def __init__(self):
+        self.w = tf.Variable([1.0, 2.0, 3.0])
+
+    def step(self, i, look):
+        self.w.assign_add([1.0, 1.0, 1.0])
+        if look:  # a tensor: both ways while profiling, so a tf.cond
+            return tf.gather(self.w, i)  # may raise, inside the branch, after the update
+        return tf.reduce_sum(self.w)
+
+
+def test_an_op_that_raises_in_a_branch_after_a_tf_update_leaves_eagers_state():
+    def make():
+        obj = BranchAfterUpdate()
+        return (lambda i, look: BranchAfterUpdate.step(obj, i, look)), lambda: obj.w
+
+    flags = (True, False, True, False, True, True, False, True)
+    indices = (0, 1, 2, 1, 5, 2, 7, 9)
+    calls = [(tf.constant(i), tf.constant(f)) for i, f in zip(indices, flags)]
+    jitted = run_differential(make, calls, min_graph_calls=3)
+    assert janus.stats(jitted)["imperative_calls"] == 0, janus.explain(jitted)
+    assert all(runner.graph.snapshot for runner in janus.driver.resolve(jitted).cache.entries)

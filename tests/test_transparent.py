@@ -35,7 +35,7 @@ def run_example(name: str, tmp_path: Path, *flags: str) -> dict:
 
 
 @pytest.mark.keras
-@pytest.mark.parametrize("name", ["mnist_cnn", "rnn_lm", "subclassed_model", "gpt_decoder"])
+@pytest.mark.parametrize("name", ["mnist_cnn", "rnn_lm", "subclassed_model", "gpt_decoder", "recurrent_cell_enable"])
 def test_examples_give_the_same_loss_and_weights_with_enable(name, tmp_path):
     plain = run_example(name, tmp_path)
     transparent = run_example(name, tmp_path, "--janus")
@@ -46,6 +46,31 @@ def test_examples_give_the_same_loss_and_weights_with_enable(name, tmp_path):
     assert steps, transparent["stats"]
     for stats in steps:  # graphs served most training steps
         assert stats["graph_calls"] >= stats["calls"] / 2, transparent["stats"]
+
+
+@pytest.mark.keras
+def test_the_recurrent_cell_example_keeps_its_log_lines_counter_and_history(tmp_path):
+    """Its training step prints every 25 steps and counts and records in Python: all kept under enable()."""
+    runs = {}
+    for flags in ((), ("--janus",)):
+        out = tmp_path / f"run{len(flags)}.json"
+        done = subprocess.run(
+            [sys.executable, "recurrent_cell_enable.py", "--steps", "60", "--save", str(out), *flags],
+            check=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), cwd=EXAMPLES, capture_output=True, text=True,
+        )  # fmt: skip
+        logged = [line for line in done.stderr.splitlines() if line.startswith("step ")]
+        counted = [line for line in done.stdout.splitlines() if line.startswith("steps counted")]
+        runs[flags] = (logged, counted, json.loads(out.read_text()))
+    (plain_log, plain_count, plain), (log, count, transparent) = runs[()], runs[("--janus",)]
+    assert (
+        [line.split(" loss")[0] for line in log]
+        == ["step 25", "step 50"]
+        == [line.split(" loss")[0] for line in plain_log]
+    )
+    assert count == plain_count == ["steps counted on the Python side: 60, mean loss " + plain_count[0].split()[-1]]
+    np.testing.assert_allclose(transparent["loss"], plain["loss"], rtol=1e-5)
+    stats = transparent["stats"]["Trainer.train_step"]
+    assert stats["graph_calls"] >= 50, transparent["stats"]
 
 
 def train_like(x, w):

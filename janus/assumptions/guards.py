@@ -62,6 +62,7 @@ class GuardBuilder:
         self.guards: list[Guard] = []
         self._seen: set[str] = set()
         self._temps = 0
+        self._bound: dict[str, str] = {}  # source calling a function -> the name its value is bound to
 
     def const(self, obj: object) -> str:
         """A name under which the guard code sees ``obj`` (kept alive by the entry)."""
@@ -116,6 +117,17 @@ class GuardBuilder:
                 broken.append(guard)
         return broken
 
+    def _once(self, s: str) -> tuple[str, str]:
+        """``s`` evaluated once in a check that reads it more than once: its first use, then its
+        later uses. A source that calls a function (a Keras state fingerprint, tens of µs a call) is
+        bound to a name at its first use; the same source gets the same name, so equal checks stay equal."""
+        if "(" not in s:
+            return s, s
+        name = self._bound.get(s)
+        if name is None:
+            name = self._bound[s] = f"c{len(self._bound)}"
+        return f"({name} := {s})", name
+
     def _temp(self) -> str:
         self._temps += 1
         return f"s{self._temps}"
@@ -126,10 +138,11 @@ def _type_match(b: GuardBuilder, s: str, cls: type) -> str:
     return f"type({s}) is {b.const(cls)}"
 
 
-def _equals_match(b: GuardBuilder, s: str, value: object) -> str:
+def _equals_match(b: GuardBuilder, source: str, value: object) -> str:
     if value is None or value is Ellipsis:
-        return f"{s} is {b.const(value)}"
-    kind = f"type({s}) is {b.const(type(value))}"
+        return f"{source} is {b.const(value)}"
+    first, s = b._once(source)
+    kind = f"type({first}) is {b.const(type(value))}"
     if isinstance(value, (float, np.floating)) and value != value:
         return f"{kind} and {s} != {s}"  # nan: equal to no value, itself included
     if type(value) in (bool, int, str, bytes):

@@ -123,6 +123,7 @@ class GenerationContext:
         if source is None:
             return
         self._keras_guarded.update(id(sub) for sub in keras_layers.objects_within(obj))
+        self.guard_keras_config(loc)  # what its ops depend on besides its own settings
         described = f"the settings of {describe_object(obj)} and of the layers within it"
         settings = CallSource(self.const(keras_layers.state_fingerprint), (source,), described)
         fingerprint = keras_layers.state_fingerprint(obj)
@@ -889,6 +890,9 @@ class GenerationContext:
 
     def assert_nonzero(self, divisor: tf.Tensor, loc: str) -> None:
         """Division by a relaxed number: Python raises ZeroDivisionError, so check before."""
+        static = tf.get_static_value(divisor)
+        if static is not None and np.all(static != 0):  # a constant divisor (a value guarded before the call)
+            return
         zero = lambda: tf.zeros([], divisor.dtype)  # noqa: E731 - int64 divisors need an int64 zero
         self.check(lambda: tf.not_equal(divisor, zero()), f"divisor is not zero@{loc}", "divisor is not zero", loc)
 

@@ -83,6 +83,7 @@ class GeneratedGraph:
     caught_tries: tuple[str, ...] = ()  # `try`s with handlers it speculates do not raise (caught_try.py)
     result_template: tuple = ("const", None)  # how ``unpack`` rebuilds the result from the outputs
     python_effects: tuple[str, ...] = ()  # what ``commit`` replays (heap writes, deferred calls), described
+    inputs: tuple[str, ...] = ()  # what each flat input of the graph is fed from (prepare()'s list), for dumps
 
     def signature(self) -> tuple:
         """What makes two builds the same speculation: their assumptions, guards and interface."""
@@ -130,7 +131,7 @@ def generate(
         first_write = order_writes_after_earlier_ops(graph)
         if first_write is not None:
             before_writes.update(op.name for op in graph.get_operations()[:first_write])
-        resources, fallible = written_before_last_fallible(graph, first_write)
+        resources, fallible = written_before_last_fallible(graph, first_write, ctx.assert_ops)
         snapshot_resources.extend(resources)
         fallible_after_writes.update(fallible)
         ctx.code.returns(outputs)
@@ -144,9 +145,12 @@ def generate(
         raise
     heap_paths = ctx.heap_tensors
     captures = []
+    variables = {id(v.handle): v for v in concrete.variables}
+    described = []
     for captured in concrete.captured_inputs:
         path = heap_paths.get(id(captured))
         captures.append(path if path is not None else ctx.const(captured))
+        described.append(_describe_capture(captures[-1], captured, variables))
     prepare = ctx.guards.compile(len(params), flat_inputs + captures)
     commit = ctx.heap.compile(len(params), ctx.guards.namespace, lambda i: f"V[{i}]", ctx.const)
     writes = sum(1 for op in concrete.graph.get_operations() if is_state_write(op))
@@ -193,7 +197,18 @@ def generate(
         result_template=template[0],
         python_effects=tuple(w.describe() for w in ctx.heap.writes),
         counts_touches=any(key[0] == "touch" for key in ctx._store_inputs if isinstance(key, tuple)),
+        inputs=tuple(str(source) for source in flat_inputs) + tuple(described),
     )
+
+
+def _describe_capture(feed: Source | str, captured: object, variables: dict[int, tf.Variable]) -> str:
+    """A captured input, for dumps: its feed in prepare() and, for a variable's handle, the variable."""
+    variable = variables.get(id(captured))
+    if variable is not None:
+        return f"{feed} (variable {variable.name!r})"
+    if isinstance(captured, EagerTensor):
+        return f"{feed} ({captured.dtype.name}{list(captured.shape)})"
+    return str(feed)
 
 
 def _variables_of(concrete: object, resources: list[tf.Tensor]) -> tuple:

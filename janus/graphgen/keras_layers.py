@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import operator
 import sys
 import threading
 import types
@@ -26,7 +27,12 @@ _MISSING = object()
 
 
 def is_keras_layer(obj: object) -> bool:
-    return any(k.__name__ == "Layer" and k.__module__.split(".")[0] in ("keras", "tf_keras") for k in type(obj).__mro__)
+    return _is_layer_class(type(obj))
+
+
+@functools.lru_cache(maxsize=4096)  # guards ask on every call
+def _is_layer_class(cls: type) -> bool:
+    return any(k.__name__ == "Layer" and k.__module__.split(".")[0] in ("keras", "tf_keras") for k in cls.__mro__)
 
 
 def is_library_call_of_layer(callee: object) -> bool:
@@ -53,6 +59,28 @@ def objects_within(obj: object) -> list[object]:
 
 
 _SETTING_TYPES = (bool, int, float, str, bytes, type(None), np.generic)
+_FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType, functools.partial)
+_SETTING, _TUPLE, _FUNCTION, _OTHER = 1, 2, 3, 4
+# type -> what _settings keeps of a value of that type: guards call it on every call, per attribute
+_KINDS: dict[type, int] = {}
+_MAX_KINDS = 10_000  # classes made at run time, one per call, must not grow it for ever
+
+
+def _kind(cls: type) -> int:
+    kind = _KINDS.get(cls)
+    if kind is None:
+        if issubclass(cls, _SETTING_TYPES):
+            kind = _SETTING
+        elif cls is tuple:
+            kind = _TUPLE
+        elif issubclass(cls, _FUNCTION_TYPES):
+            kind = _FUNCTION
+        else:
+            kind = _OTHER
+        if len(_KINDS) >= _MAX_KINDS:
+            _KINDS.clear()
+        _KINDS[cls] = kind
+    return kind
 
 
 def _settings(obj: object) -> tuple:
@@ -60,13 +88,15 @@ def _settings(obj: object) -> tuple:
     ``epsilon``, ``clipnorm``, ``rate``, ``reduction``, its activation function): plain values by
     value, functions by identity."""
     out = []
+    kinds = _KINDS
     for name, value in vars(obj).items():
-        plain_tuple = type(value) is tuple and all(isinstance(v, _SETTING_TYPES) for v in value)
-        if isinstance(value, _SETTING_TYPES) or plain_tuple:
+        kind = kinds.get(type(value)) or _kind(type(value))
+        if kind == _SETTING or kind == _TUPLE and all(_kind(type(v)) == _SETTING for v in value):
             out.append((name, value))
-        elif isinstance(value, (types.FunctionType, types.BuiltinFunctionType, functools.partial)):
+        elif kind == _FUNCTION:
             out.append((name, id(value)))
-    return tuple(sorted(out, key=lambda item: item[0]))  # Keras re-adds some attributes: order varies
+    out.sort(key=operator.itemgetter(0))  # Keras re-adds some attributes: order varies
+    return tuple(out)
 
 
 def config() -> tuple:
@@ -80,11 +110,11 @@ def config() -> tuple:
 
 
 def state_fingerprint(obj: object) -> tuple:
-    """What a Keras object's ops depend on besides its inputs and variables: the layers within it
-    (a block appended to a model), every one's settings (a GAN freezing its discriminator, a
-    frozen BatchNormalization, a changed ``Dropout.rate`` or ``clipnorm``) and Keras's global
-    settings. Guarded before each call; compared as a whole."""
-    return (config(), tuple((id(sub), _settings(sub)) for sub in objects_within(obj)))
+    """What a Keras object's ops depend on besides its inputs, its variables and Keras's global
+    settings (``config``, guarded once per graph): the layers within it (a block appended to a
+    model) and every one's settings (a GAN freezing its discriminator, a frozen BatchNormalization,
+    a changed ``Dropout.rate`` or ``clipnorm``). Guarded before each call; compared as a whole."""
+    return tuple([(id(sub), _settings(sub)) for sub in objects_within(obj)])
 
 
 def user_call(layer: object) -> types.FunctionType | None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import tensorflow as tf
 
 from janus.graphgen import touches
 from janus.graphgen.errors import NotConvertible
 
 # Stateful ops that only read state: they may run before an assumption is checked.
-_STATE_READS = frozenset(
+STATE_READS = frozenset(
     {
         "ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VariableShape", "VarIsInitializedOp", "JanusAssert",
         "JanusInvoke", "JanusInvokeGrad",  # recursive functions only read variables (writes there are refused)
@@ -39,7 +40,7 @@ def is_state_write(op: tf.Operation) -> bool:
     """TF state updates, prints, and Horovod collectives: what must wait for every assertion."""
     if op.type.startswith("Horovod"):
         return True  # a rank whose assertion fails must not have joined a collective yet
-    if op.type in _STATE_READS or not op._is_stateful or _call_local(op) or touches.is_touch_op(op):
+    if op.type in STATE_READS or not op._is_stateful or _call_local(op) or touches.is_touch_op(op):
         return False
     return op.type == "PrintV2" or any(_outlives_call(t) for t in op.inputs)
 
@@ -174,29 +175,100 @@ _CANNOT_RAISE = frozenset(
 
 
 def may_raise(op: tf.Operation) -> bool:
-    """An op may raise at run time unless its type cannot once shapes are fixed and they are."""
+    """An op may raise at run time unless its type cannot once shapes are fixed and they are.
+
+    Control flow raises where an op of its branches or body may; an integer division or remainder
+    where its divisor is not a constant without zeros; a print where it writes to a file."""
     if op.type.startswith("Horovod"):
         return False
+    if op.type in _CONTROL_FLOW:
+        return _body_may_raise(op)
+    if op.type in _DIVISIONS:
+        return _divisor_may_be_zero(op) or not _shapes_fixed(op)
+    if op.type == "PrintV2":
+        return op.get_attr("output_stream") not in _CONSOLE_STREAMS
     if op.type not in _CANNOT_RAISE:
         return True
-    return not all(t.shape.is_fully_defined() for t in (*op.inputs, *op.outputs) if t.dtype != tf.resource)
+    return not _shapes_fixed(op)
 
 
-def written_before_last_fallible(graph: tf.Graph, first_write: int | None) -> tuple[list[tf.Tensor], set[str]]:
+_DIVISIONS = frozenset({"FloorMod", "FloorDiv", "TruncateMod", "TruncateDiv", "Mod", "Div"})
+_CONSOLE_STREAMS = frozenset({b"stderr", b"stdout", b"log(info)", b"log(warning)", b"log(error)"})
+_FUNCTION_ATTRS = ("then_branch", "else_branch", "branches", "cond", "body")
+
+
+def _shapes_fixed(op: tf.Operation) -> bool:
+    return all(t.shape.is_fully_defined() for t in (*op.inputs, *op.outputs) if t.dtype != tf.resource)
+
+
+def _divisor_may_be_zero(op: tf.Operation) -> bool:
+    """Integer division by zero raises (float division gives inf or nan)."""
+    if op.inputs[1].dtype.is_floating:
+        return False
+    divisor = tf.get_static_value(op.inputs[1])
+    return divisor is None or bool(np.any(divisor == 0))
+
+
+def _body_may_raise(op: tf.Operation) -> bool:
+    """Whether an op of a tf.cond's branches or a loop's body and condition may raise."""
+    for attr in _FUNCTION_ATTRS:
+        try:
+            value = op.get_attr(attr)
+        except ValueError:  # this kind of control flow has no such attribute
+            continue
+        for function in value if isinstance(value, list) else [value]:
+            body = _function_graph(op.graph, function.name)
+            if body is None or any(may_raise(inner) for inner in body.get_operations()):
+                return True
+    return False
+
+
+def _function_graph(graph: tf.Graph, name: str) -> tf.Graph | None:
+    """The graph of the function ``name`` called in ``graph`` (None where it cannot be found)."""
+    while graph is not None:
+        function = graph._get_function(name)
+        if function is not None:
+            return getattr(function, "graph", None)
+        graph = getattr(graph, "outer_graph", None)
+    return None
+
+
+def written_before_last_fallible(
+    graph: tf.Graph, first_write: int | None, ordered: list[tf.Operation] = ()
+) -> tuple[list[tf.Tensor], set[str]]:
     """The resources updated before the graph's last op that may raise (after its first update),
     and the names of the ops after the first update that may raise.
 
     If such an op raises, the updates before it may have run: the runner keeps a snapshot of those
     variables (usually BatchNormalization statistics and RNG state; an optimizer's updates come
-    last) and puts them back, so the call can be re-run eagerly.
+    last) and puts them back, so the call can be re-run eagerly. The ``ordered`` ops (assertions,
+    ``order_state_writes``) and the ops they depend on run before every update that is not their
+    ancestor, wherever they were created: those ancestors are saved as unordered, and no other
+    update runs before one of them fails.
     """
     if first_write is None:
         return [], set()
     operations = graph.get_operations()
     fallible = [i for i in range(first_write, len(operations)) if may_raise(operations[i])]
-    if not fallible:
-        return [], set()
+    ordered = _with_ancestors(ordered)
+    last = max((i for i in fallible if operations[i] not in ordered), default=None)
     resources = [
-        t for op in operations[first_write : fallible[-1]] if is_state_write(op) for t in op.inputs if _outlives_call(t)
+        t
+        for op in (operations[first_write:last] if last is not None else ())
+        if is_state_write(op)
+        for t in op.inputs
+        if _outlives_call(t)
     ]
     return resources, {operations[i].name for i in fallible}
+
+
+def _with_ancestors(ops: list[tf.Operation]) -> set[tf.Operation]:
+    """``ops`` and every op they depend on, through data and control edges."""
+    found: set[tf.Operation] = set()
+    pending = list(ops)
+    while pending:
+        op = pending.pop()
+        if op not in found:
+            found.add(op)
+            pending += [t.op for t in op.inputs] + list(op.control_inputs)
+    return found
