@@ -139,3 +139,27 @@ def test_a_dump_that_fails_is_said_and_the_call_goes_on(tmp_path, caplog):
     janus.config.dump_dir = str(blocker / "dumps")  # under a file: cannot be made
     run_differential(make_step, inputs(6))
     assert any("could not dump graph 1" in r.getMessage() for r in caplog.records), caplog.records
+
+
+def test_the_dump_never_runs_a_user_objects_repr(tmp_path, monkeypatch):
+    calls = []
+
+    class Config:
+        scale = 2.0
+
+        def __repr__(self):
+            calls.append("repr")
+            return "Config()"
+
+    cfg = Config()
+
+    @janus.jit
+    def scaled(x):
+        return x * cfg.scale
+
+    monkeypatch.setattr(janus.config, "dump_dir", str(tmp_path))
+    for _ in range(5):
+        scaled(tf.constant([1.0, 2.0]))
+    assert janus.stats(scaled)["graph_calls"] > 0
+    text = "".join(p.read_text() for p in tmp_path.glob("*.txt"))
+    assert "<Config object>" in text and calls == []

@@ -28,6 +28,7 @@ from tensorflow.core.framework import function_pb2, types_pb2
 from tensorflow.python.eager import context
 from tensorflow.python.framework import op_def_registry
 
+from janus.assumptions.guards import describe_object
 from janus.graphgen.generate import GeneratedGraph
 from janus.graphgen.ordering import STATE_READS
 
@@ -99,6 +100,21 @@ def _guards_text(graph: GeneratedGraph) -> str:
     return "\n".join(lines) + "\n" + graph.prepare.source
 
 
+def _plain(value: object) -> bool:
+    """Whether ``value``'s repr is Python's or NumPy's own: builtin scalars, arrays and small containers of them."""
+    if (
+        value is None
+        or type(value) in (bool, int, float, complex, str, bytes)
+        or isinstance(value, (np.ndarray, np.generic))
+    ):
+        return True
+    if type(value) in (list, tuple, set, frozenset):
+        return len(value) <= _CONST_ITEMS and all(_plain(v) for v in value)
+    if type(value) is dict:
+        return len(value) <= _CONST_ITEMS and all(_plain(k) and _plain(v) for k, v in value.items())
+    return False
+
+
 def _short_repr(value: object) -> str:
     """What a guard constant is, without reading values out of tensors or walking big containers."""
     if isinstance(value, dict) and "__builtins__" in value and "__name__" in value:
@@ -109,10 +125,8 @@ def _short_repr(value: object) -> str:
         return f"<tf.Variable {value.name!r} {value.dtype.name}{value.shape}>"
     if isinstance(value, tf.Tensor):
         return f"<tf.Tensor {value.dtype.name}{value.shape}>"
-    try:
-        text = repr(value)
-    except Exception as err:  # a user object whose repr fails
-        text = f"<{type(value).__name__}: repr raised {type(err).__name__}>"
+    # never a user object's own __repr__: it is user code, which janus does not run behind the user's back
+    text = repr(value) if _plain(value) else describe_object(value)
     text = " ".join(text.split())
     return text if len(text) <= _REPR_CHARS else text[: _REPR_CHARS - 3] + "..."
 
