@@ -69,6 +69,8 @@ def jit(fn: Callable | None = None, *, profile_calls: int | None = None, strict:
     if isinstance(fn, functools.partial):
         return PartialJit(jit(fn.func, profile_calls=profile_calls, strict=strict), fn.args, fn.keywords)
     call = inspect.getattr_static(type(fn), "__call__", None)
+    if not isinstance(fn, (types.FunctionType, type)) and isinstance(call, JitFunction):
+        return BoundJit(call, fn)  # a callable object whose class's __call__ is @janus.jit already
     if not isinstance(fn, (types.FunctionType, type)) and isinstance(call, types.FunctionType):
         return BoundJit(JitFunction(call, profile_calls=profile_calls, strict=strict), fn)  # a callable object
     return JitFunction(fn, profile_calls=profile_calls, strict=strict)

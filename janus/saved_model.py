@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
+import itertools
 import os
 import re
 import sys
@@ -103,6 +105,11 @@ def export(
         raise ExportError("janus.export runs eagerly, not while TensorFlow traces a function")
     if config.disabled:
         raise ExportError("janus is disabled (JANUS_DISABLE or janus.config.disabled): it serves no graph to export")
+    if is_keras_layer(fn):  # its __call__ is Keras's own code, which janus never converts
+        raise ExportError(
+            f"janus.export takes a function, not the Keras {type(fn).__name__} object: export a function that "
+            "calls it (def predict(x): return model(x, training=False); janus.export(predict, x, path=...))"
+        )
     jitted = fn if isinstance(fn, (JitFunction, BoundJit, PartialJit)) else _jit(fn)
     jf = resolve(jitted)
     args, kwargs, offset = _call_arguments(jitted, example_args)
@@ -257,6 +264,13 @@ def _check_exportable(graph: GeneratedGraph, name: str, bound: tuple) -> None:
         problems.append("it takes a tf.data.Dataset argument")
     if graph.caught_tries:  # janus re-runs such a call eagerly; a SavedModel could only raise
         problems.append(f"its graph speculates that a `try` body does not raise ({', '.join(graph.caught_tries)})")
+    if graph.updated_before_assumptions:  # janus puts them back and re-runs; a SavedModel would keep them
+        problems.append(
+            "an assumption of its graph is checked after it updated variables ("
+            + ", ".join(graph.updated_before_assumptions)
+            + "): a call that breaks it would raise with those updates applied (speculate=False may build it "
+            "without that assumption)"
+        )
     custom = sorted(_janus_ops(graph.concrete))
     if custom and not problems:
         problems.append(f"its graph holds janus's own ops ({', '.join(custom)})")
@@ -328,8 +342,13 @@ def _module(graph: GeneratedGraph, jf: JitFunction, bound: tuple) -> tuple[Expor
         outputs = _call(graph.concrete, leaves, captures, options)
         return _result(graph.result_template, outputs, tuple(args))
 
+    # a *args parameter's tensors are serve's positional arguments, as the function takes them
+    starred = [i for i in inputs if jf.signature.parameters[jf.params[i]].kind == inspect.Parameter.VAR_POSITIONAL]
+
     def serve(*tensor_args: object) -> object:
-        return run(tensor_args)
+        given = iter(tensor_args)
+        return run([tuple(itertools.islice(given, len(graph.specs[i].items))) if i in starred else next(given)
+                    for i in inputs])  # fmt: skip
 
     def signature(*flat_inputs: tf.Tensor) -> dict[str, tf.Tensor]:
         leaves = iter(flat_inputs)
@@ -337,6 +356,7 @@ def _module(graph: GeneratedGraph, jf: JitFunction, bound: tuple) -> tuple[Expor
 
     serve.__name__ = signature.__name__ = re.sub(r"\W", "_", jf.fn.__name__)
     nested = [_nested_specs(graph.specs[i], name) for i, name in zip(inputs, names)]
+    nested = [s for i, spec in zip(inputs, nested) for s in (spec if i in starred else [spec])]
     flat_specs = [s for i, name in zip(inputs, names) for s in _flat_specs(graph.specs[i], name)]
     module = ExportedGraph(
         re.sub(r"\W", "_", jf.fn.__qualname__), tf.function(serve, input_signature=nested, autograph=False), variables

@@ -99,6 +99,7 @@ class TraceWatcher:
         self.watching = False
         self.started = False
         self.previous = None  # the trace function enable() replaced, put back when it pauses
+        self.previous_threads = None  # threading.settrace's function it replaced, put back likewise
         self.owner = 0  # the thread that armed: other threads get no trace function back
         self.last_news = 0.0
         self.busy_at_news = 0.0  # janus's profiling and build seconds then (driver.busy_seconds)
@@ -110,11 +111,20 @@ class TraceWatcher:
 
     def start(self) -> None:
         previous = sys.gettrace()
-        if previous is not None:
+        if previous is not None or threading.gettrace() is not None:
             warnings.warn(
-                f"janus.enable() replaces the trace function already set ({previous!r}: a debugger or coverage?) "
+                f"janus.enable() replaces the trace function already set ({previous or threading.gettrace()!r}: "
+                "a debugger or coverage?) "
                 "while it discovers functions, and puts it back when it stops watching; on Python 3.12+ it uses "
                 "sys.monitoring and replaces nothing",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+        if threading.current_thread() is not threading.main_thread():
+            warnings.warn(
+                f"janus.enable() was called in thread {threading.current_thread().name!r}: on Python 3.11 it "
+                "watches calls in that thread and in threads started later, not in threads already running (the "
+                "main thread): call it from the thread that runs the training loop",
                 RuntimeWarning,
                 stacklevel=4,
             )
@@ -136,7 +146,7 @@ class TraceWatcher:
             return
         self.watching = False
         self.paused_at = self.sampled_at = time.monotonic()
-        threading.settrace(None)
+        threading.settrace(self.previous_threads)
         self._leave_thread()
         log.info("transparent mode saw no new function for %.1f s; it stops watching until it sees one running",
                  config.discovery_quiet_seconds)  # fmt: skip
@@ -151,6 +161,7 @@ class TraceWatcher:
         self.watching = True
         self.previous = previous
         self.owner = threading.get_ident()
+        self.previous_threads = threading.gettrace()
         self._news()
         sys.settrace(self._trace)
         threading.settrace(self._trace)

@@ -84,6 +84,8 @@ class GeneratedGraph:
     result_template: tuple = ("const", None)  # how ``unpack`` rebuilds the result from the outputs
     python_effects: tuple[str, ...] = ()  # what ``commit`` replays (heap writes, deferred calls), described
     inputs: tuple[str, ...] = ()  # what each flat input of the graph is fed from (prepare()'s list), for dumps
+    # variables an update may have changed when an assertion fails (the runner puts them back)
+    updated_before_assumptions: tuple[str, ...] = ()
 
     def signature(self) -> tuple:
         """What makes two builds the same speculation: their assumptions, guards and interface."""
@@ -156,6 +158,7 @@ def generate(
     writes = sum(1 for op in concrete.graph.get_operations() if is_state_write(op))
     try:  # the updates before an op that may raise are saved and put back by the runner
         snapshot = _variables_of(concrete, snapshot_resources + unordered)
+        updated_first = tuple(v.name for v in _variables_of(concrete, unordered))
         recoverable = before_writes | fallible_after_writes
     except _Unmapped:
         if ctx.caught_tries:  # a `try` body's error would reach the user past updates it cannot undo
@@ -170,7 +173,7 @@ def generate(
                 "back (not a variable)",
                 loc,
             ) from None
-        snapshot, recoverable = (), set(before_writes)
+        snapshot, recoverable, updated_first = (), set(before_writes), ()
     return GeneratedGraph(
         concrete=concrete,
         function_name=concrete._inference_function.name.decode()
@@ -196,6 +199,7 @@ def generate(
         caught_tries=tuple(ctx.caught_tries),
         result_template=template[0],
         python_effects=tuple(w.describe() for w in ctx.heap.writes),
+        updated_before_assumptions=updated_first,
         counts_touches=any(key[0] == "touch" for key in ctx._store_inputs if isinstance(key, tuple)),
         inputs=tuple(str(source) for source in flat_inputs) + tuple(described),
     )
