@@ -40,7 +40,9 @@ from janus.graphgen.heap import HeapList, PyObjectRef
 from janus.graphgen.interpreter import Interpreter
 from janus.graphgen.numpy_values import NumpyArray
 from janus.graphgen.ordering import (
+    fallible_after_print,
     is_state_write,
+    keep_fallible,
     order_state_writes,
     order_writes_after_earlier_ops,
     unordered_resources,
@@ -129,13 +131,21 @@ def generate(
         template.append(flatten(result, loc))
         ctx.check_shared_iteration()
         graph = tf.compat.v1.get_default_graph()
+        keep_fallible(graph, outputs)
         unordered.extend(unordered_resources(order_state_writes(graph, ctx.assert_ops)))
         first_write = order_writes_after_earlier_ops(graph)
         if first_write is not None:
             before_writes.update(op.name for op in graph.get_operations()[:first_write])
         resources, fallible = written_before_last_fallible(graph, first_write, ctx.assert_ops)
         snapshot_resources.extend(resources)
-        fallible_after_writes.update(fallible)
+        printed = fallible_after_print(graph)
+        if printed and ctx.caught_tries:
+            raise NotConvertible(
+                "a `try` with a handler in a graph where a tf.print runs before an op that may raise (the "
+                "call re-run eagerly would print twice)",
+                ctx.caught_tries[0],
+            )
+        fallible_after_writes.update(fallible - printed)
         ctx.code.returns(outputs)
         return outputs
 

@@ -150,6 +150,16 @@ def order_writes_after_earlier_ops(graph: tf.Graph) -> int | None:
     return first_write
 
 
+def keep_fallible(graph: tf.Graph, outputs: list[tf.Tensor]) -> None:
+    """Makes the function run every op that may raise, even where nothing uses its result.
+
+    TF prunes an op that neither a result nor a stateful op depends on: ``tf.gather(table, i)``
+    kept only for its check would never raise in the graph, where eager raises (and a ``try``'s
+    handler catches it). Such ops become control outputs of the function."""
+    needed = _with_ancestors([t.op for t in outputs] + [op for op in graph.get_operations() if op._is_stateful])
+    graph.control_outputs.extend(op for op in graph.get_operations() if op not in needed and may_raise(op))
+
+
 # Ops that cannot raise at run time once their shapes are fixed (elementwise float math, reads,
 # plain assignments, optimizer updates, gradients of such ops, stateless RNG). With a dimension
 # known only at run time (a relaxed shape) any of them may raise (incompatible shapes).
@@ -178,13 +188,16 @@ def may_raise(op: tf.Operation) -> bool:
     """An op may raise at run time unless its type cannot once shapes are fixed and they are.
 
     Control flow raises where an op of its branches or body may; an integer division or remainder
-    where its divisor is not a constant without zeros; a print where it writes to a file."""
+    where its divisor is not a constant without zeros; an integer power where its exponent is not a
+    constant without negatives; a print where it writes to a file."""
     if op.type.startswith("Horovod"):
         return False
     if op.type in _CONTROL_FLOW:
         return _body_may_raise(op)
     if op.type in _DIVISIONS:
         return _divisor_may_be_zero(op) or not _shapes_fixed(op)
+    if op.type == "Pow" and op.inputs[1].dtype.is_integer:
+        return _exponent_may_be_negative(op) or not _shapes_fixed(op)
     if op.type == "PrintV2":
         return op.get_attr("output_stream") not in _CONSOLE_STREAMS
     if op.type not in _CANNOT_RAISE:
@@ -207,6 +220,12 @@ def _divisor_may_be_zero(op: tf.Operation) -> bool:
         return False
     divisor = tf.get_static_value(op.inputs[1])
     return divisor is None or bool(np.any(divisor == 0))
+
+
+def _exponent_may_be_negative(op: tf.Operation) -> bool:
+    """An integer raised to a negative integer power raises (a float one gives a float)."""
+    exponent = tf.get_static_value(op.inputs[1])
+    return exponent is None or bool(np.any(exponent < 0))
 
 
 def _body_may_raise(op: tf.Operation) -> bool:
@@ -260,6 +279,18 @@ def written_before_last_fallible(
         if _outlives_call(t)
     ]
     return resources, {operations[i].name for i in fallible}
+
+
+def fallible_after_print(graph: tf.Graph) -> set[str]:
+    """The names of the ops created after the graph's first ``tf.print`` that may raise.
+
+    The print may have run when one of them raises: re-running the call eagerly would print its
+    text a second time, so such an error is not recoverable."""
+    operations = graph.get_operations()
+    first = next((i for i, op in enumerate(operations) if op.type == "PrintV2"), None)
+    if first is None:
+        return set()
+    return {op.name for op in operations[first + 1 :] if may_raise(op)}
 
 
 def _with_ancestors(ops: list[tf.Operation]) -> set[tf.Operation]:
