@@ -1145,6 +1145,10 @@ class Interpreter:
         if not is_library_object(callee) and not keras_layers.is_library_call_of_layer(callee):
             kind = "class" if isinstance(callee, type) else type(callee).__name__
             raise NotConvertible(f"call of user {kind} {getattr(callee, '__qualname__', '')}".rstrip(), loc)
+        if callee is tf.print and statement and not self.ctx.region_depth:
+            printed = self._deferred_tf_print(frame, node, args, kwargs)
+            if printed:
+                return None
         verdict = purity.classify(callee)
         if verdict.effect is Effect.REFUSED:
             raise NotConvertible(verdict.reason, loc, kind="library call")
@@ -1190,6 +1194,16 @@ class Interpreter:
         self.ctx.defer_call(deferred.fn, tuple(args), kwargs, loc)
         self.ctx.note(f"{verdict.name}() at {loc} is deferred: made after the graph ran, with its values")
         return None
+
+    def _deferred_tf_print(self, frame: Frame, node: gast.AST, args: list, kwargs: dict) -> bool:
+        """``tf.print`` as a statement outside tensor control flow: made after the graph ran, in
+        program order with ``print`` and logging, and never twice when the call re-runs eagerly.
+        Where it cannot be deferred (a variable's value, a region) it stays a graph op."""
+        try:
+            self._defer(frame, node, purity.Verdict(Effect.DEFERRED, "tf.print"), tf.print, args, kwargs, True)
+        except NotConvertible:
+            return False
+        return True
 
     def _runtime_value(self, value: object, loc: str, keep_variables: bool = False) -> object:
         """A value a deferred call or formatting may hold: materialised after the graph ran."""
