@@ -12,9 +12,10 @@ run of statements that may go to a graph becomes ``(outs) = _janus_seg_k(ins)``:
   locals (it would read the segment's copies), ``locals()``/``eval``/``super()``, and a read of
   a local that may be unbound there (``return expr`` is first split into ``_janus_return = expr``
   and ``return _janus_return``, so the expression can go to a graph);
-* ins: the locals the run reads before it binds them, all bound before it; outs: the locals it
-  binds that are read anywhere else in the function (or, in a loop, by the run itself at its next
-  turn), all bound when it ends (a run that may leave one unbound stays Python).
+* ins: the locals the run reads before it binds them, and the outs it may leave as they were (bound
+  in one branch only), all bound before it; outs: the locals it binds that are read (or deleted)
+  anywhere else in the function (or, in a loop, by the run itself at its next turn), all bound when
+  it ends (a run that may leave one unbound stays Python).
 
 A segment inside a ``try`` or ``with`` body (where an exception may be caught and the function go
 on) restores, when it raises, the outs its eager run had bound before the raise, from the
@@ -99,6 +100,8 @@ class _Names(ast.NodeVisitor):
             self.loads[node.id] += 1
         else:
             self.stores.add(node.id)
+        if isinstance(node.ctx, ast.Del):  # `del x` needs x bound: a segment that binds x hands it out
+            self.loads[node.id] += 1
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         if isinstance(node.target, ast.Name):
@@ -439,8 +442,11 @@ class _Splitter:
             return run
         inner = names(*run)
         stores = sorted(inner.stores & self.locals)
-        inputs = sorted(flow(run, frozenset())[1] & self.locals)
+        binds, reads = flow(run, frozenset())
+        inputs = sorted(reads & self.locals)
         outputs = [n for n in stores if self.loads[n] > inner.loads[n] or (in_loop and n in inputs)]
+        # an out the run may leave as it was (bound in one branch, in a handler): it comes in too
+        inputs = sorted({*inputs, *(n for n in outputs if n not in binds)})
         held = {
             (_key(w), n)
             for s in run

@@ -1,0 +1,120 @@
+"""[partial] A second breaker's reproducers for split functions (janus/partial, issue #17): programs in
+the shapes TF2 users write, each of which gave a different answer than eager (or raised where eager
+did not) before its fix, and programs around today's additions (generators run split, the cost
+check that sends a segment back to Python, explain's segment counts) that are compared with eager
+after every call and every generator step."""
+
+import pytest
+import tensorflow as tf
+from differential import run_differential
+
+import janus
+
+CALLS = 12
+
+
+@pytest.fixture(autouse=True)
+def segments_keep_their_graphs(monkeypatch):
+    """Small segments, which the cost check could run eagerly: tests of the cost check turn it on."""
+    monkeypatch.setattr(janus.config, "segment_cost_check", False)
+
+
+def vec(i: int) -> tf.Tensor:
+    return tf.constant([float(i), 2.0])
+
+
+def segments_served(jitted, at_least: int = 1) -> dict:
+    stats = janus.stats(jitted)
+    assert stats["segment_calls"] >= at_least, f"segments served too few calls: {stats}\n{janus.explain(jitted)}"
+    assert stats["split_calls"] > 0, stats
+    return stats
+
+
+# ------------------------------------------------------- a name a segment binds, then deleted
+# `del name` reads nothing, so the segment that bound the name did not hand it out: Python's `del`
+# then raised UnboundLocalError where eager deletes the name.
+
+
+def test_a_persistent_tape_deleted_after_its_gradients():
+    def make():
+        w = tf.Variable(2.0)
+
+        def step(x):
+            with tf.GradientTape(persistent=True) as tape:
+                y = tf.reduce_sum(x) * w
+                z = tf.square(y)
+            g1 = tape.gradient(y, w)
+            g2 = tape.gradient(z, w)
+            del tape  # the TF guide's advice for a persistent tape
+            print(f"g1 {float(g1):.3f}")
+            w.assign_sub(0.001 * g2)
+            return g1, g2
+
+        return step, lambda: w
+
+    jitted = run_differential(make, [(vec(i),) for i in range(CALLS)], min_graph_calls=0)
+    segments_served(jitted)
+
+
+def test_a_temporary_deleted_after_a_break():
+    def make():
+        def f(x):
+            y = tf.reduce_sum(x) * 2.0
+            print(y.numpy())
+            big = tf.square(y) + 1.0
+            out = big * 2.0
+            del big
+            return out
+
+        return f, lambda: None
+
+    jitted = run_differential(make, [(vec(i),) for i in range(CALLS)], min_graph_calls=0)
+    segments_served(jitted)
+
+
+# ------------------------------------------------------- a name rebound on one path only
+# A run of statements that rebinds a local on one path only (an `if` branch, an `except` handler)
+# returns it, but did not take it in: on the other path the segment returned a name it never bound
+# (UnboundLocalError) instead of the value it had before.
+
+
+def test_a_loss_computed_only_when_training_is_printed_after_a_break():
+    def make():
+        w = tf.Variable([0.5, -0.5])
+
+        def step(x, training):
+            loss = tf.constant(0.0)
+            pred = tf.reduce_sum(w * x)
+            print(f"pred {pred.numpy():.3f}")
+            if training:
+                with tf.GradientTape() as tape:
+                    loss = tf.square(tf.reduce_sum(w * x) - 1.0)
+                w.assign_sub(0.01 * tape.gradient(loss, w))
+            print(f"loss {float(loss):.3f}")
+            return pred
+
+        return step, lambda: w
+
+    jitted = run_differential(make, [(vec(i), i % 3 != 2) for i in range(CALLS)], min_graph_calls=0)
+    segments_served(jitted)
+
+
+def test_a_value_replaced_in_an_except_handler_only():
+    def make():
+        seen = []
+
+        def f(x, n):
+            mean = tf.reduce_mean(x)
+            seen.append(float(mean))
+            try:
+                y = tf.reduce_sum(x) * (1 / (n - 3))  # ZeroDivisionError when n == 3
+            except ZeroDivisionError:
+                y = tf.reduce_sum(x)
+                mean = tf.constant(0.0)
+            seen.append(float(y))
+            return mean
+
+        return f, lambda: list(seen)
+
+    jitted = run_differential(make, [(vec(i), i % 4) for i in range(CALLS)], min_graph_calls=0)
+    segments_served(jitted)
