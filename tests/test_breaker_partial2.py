@@ -4,6 +4,7 @@ did not) before its fix, and programs around today's additions (generators run s
 check that sends a segment back to Python, explain's segment counts) that are compared with eager
 after every call and every generator step."""
 
+import numpy as np
 import pytest
 import tensorflow as tf
 from differential import run_differential
@@ -118,3 +119,62 @@ def test_a_value_replaced_in_an_except_handler_only():
 
     jitted = run_differential(make, [(vec(i), i % 4) for i in range(CALLS)], min_graph_calls=0)
     segments_served(jitted)
+
+
+# ------------------------------------------------------- a def or lambda made in a graph
+# A graph returned (or stored on the heap) the interpreter's stand-in for a `lambda` or `def` it
+# evaluated: the caller got a janus object that is not callable. With a break between the
+# `lambda` and its next use, the segment before the break returns it.
+
+
+def test_an_activation_lambda_defined_before_a_break_is_called_after_it():
+    def make():
+        def f(x):
+            act = lambda t: tf.nn.relu(t) * 2.0  # noqa: E731
+            h = act(x * 3.0 - 1.0)
+            print(h.numpy())
+            return act(h - 5.0)
+
+        return f, lambda: None
+
+    jitted = run_differential(make, [(vec(i),) for i in range(CALLS)], min_graph_calls=0)
+    assert jitted.split is not None, janus.explain(jitted)
+
+
+def test_a_whole_graph_stores_and_returns_functions_it_defined():
+    def make():
+        hooks = []
+
+        def f(x):
+            def hook(t):
+                return t + 1.0
+
+            hooks.append(hook)
+            scale = lambda t: t * 2.0  # noqa: E731
+            return scale(x), scale
+
+        def state():
+            return [h(1.0) for h in hooks]
+
+        return f, state
+
+    def calls_of_the_returned_function(fn):
+        def call(x):
+            y, scale = fn(x)
+            return y, scale(tf.constant(3.0))
+
+        return call
+
+    def make_calling():
+        f, state = make()
+        return calls_of_the_returned_function(f), state
+
+    eager_fn, eager_state = make_calling()
+    raw, jit_state = make()
+    jitted = janus.jit(raw)
+    calling = calls_of_the_returned_function(jitted)
+    for i in range(CALLS):
+        expected, actual = eager_fn(vec(i)), calling(vec(i))
+        np.testing.assert_allclose(actual[0], expected[0])
+        np.testing.assert_allclose(actual[1], expected[1])
+        assert jit_state() == eager_state()
