@@ -4,6 +4,8 @@ did not) before its fix, and programs around today's additions (generators run s
 check that sends a segment back to Python, explain's segment counts) that are compared with eager
 after every call and every generator step."""
 
+import threading
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -178,3 +180,35 @@ def test_a_whole_graph_stores_and_returns_functions_it_defined():
         np.testing.assert_allclose(actual[0], expected[0])
         np.testing.assert_allclose(actual[1], expected[1])
         assert jit_state() == eager_state()
+
+
+# ------------------------------------------------------- explain's segment counts under threads
+# A split call counted the segment calls made while it ran, by every thread: with four threads
+# calling one function of two segments, explain() said a call ran "0-15" segments.
+
+
+def test_threads_calling_one_split_function_each_count_their_own_segments():
+    def f(x):
+        y = tf.reduce_sum(x) * 2.0
+        v = float(y)
+        return tf.square(y) + v
+
+    jitted = janus.jit(f)
+    results: dict[int, list[float]] = {}
+
+    def worker(k: int) -> None:
+        results[k] = [float(jitted(vec(k * 100 + i))) for i in range(25)]
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for k in range(4):
+        assert results[k] == [float(f(vec(k * 100 + i))) for i in range(25)]
+    version = jitted.split
+    assert version is not None and len(version.segments) == 2, janus.explain(jitted)
+    counted = version.segments_per_call
+    assert set(counted) == {2}, f"{dict(counted)}\n{janus.explain(jitted)}"
+    assert sum(counted.values()) == janus.stats(jitted)["split_calls"]
+    segments_served(jitted)

@@ -15,6 +15,7 @@ import copy
 import dataclasses
 import inspect
 import logging
+import threading
 import types
 
 import gast
@@ -43,6 +44,18 @@ class Segment:
         return f"{lines} (in: {', '.join(self.plan.inputs) or '-'}; out: {', '.join(self.plan.outputs) or '-'})"
 
 
+# Per thread, the split calls running on it, innermost last: [SplitVersion, segment calls so far].
+_running = threading.local()
+
+
+def segment_called(of) -> None:
+    """A call of a segment of jitted function ``of``: counted for the split call of ``of`` running
+    on this thread (a generator's segments, run while another split call iterates it, are not)."""
+    calls = getattr(_running, "calls", None)
+    if calls and calls[-1][0] is of.split:
+        calls[-1][1] += 1
+
+
 @dataclasses.dataclass
 class SplitVersion:
     """The function rewritten around its unconvertible statements, with its segments."""
@@ -60,12 +73,15 @@ class SplitVersion:
     def __call__(self, args: tuple, kwargs: dict) -> object:
         if self.fn.__code__.co_flags & inspect.CO_GENERATOR:
             return self.fn(*args, **kwargs)
-        before = self.segment_runs()
+        running = _running.__dict__.setdefault("calls", [])
+        call = [self, 0]
+        running.append(call)
         try:
             return self.fn(*args, **kwargs)
         finally:
-            self.last_segments = self.segment_runs() - before
-            self.segments_per_call[self.last_segments] += 1
+            running.pop()
+            self.last_segments = call[1]
+            self.segments_per_call[call[1]] += 1
 
     def segment_runs(self) -> int:
         """Calls of its segments so far, graph-served or not."""
