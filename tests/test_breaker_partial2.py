@@ -4,12 +4,13 @@ did not) before its fix, and programs around today's additions (generators run s
 check that sends a segment back to Python, explain's segment counts) that are compared with eager
 after every call and every generator step."""
 
+import functools
 import threading
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from differential import run_differential
+from differential import assert_same, assert_same_call, outcome, run_differential
 
 import janus
 
@@ -212,3 +213,68 @@ def test_threads_calling_one_split_function_each_count_their_own_segments():
     assert set(counted) == {2}, f"{dict(counted)}\n{janus.explain(jitted)}"
     assert sum(counted.values()) == janus.stats(jitted)["split_calls"]
     segments_served(jitted)
+
+
+# ------------------------------------------------------- private names in a method
+# Python's compiler writes `self.__w` in class `Trainer` as `self._Trainer__w`. The rewritten
+# function was compiled outside any class: its Python statements read `self.__w` as written and
+# raised AttributeError.
+
+
+class PrivateTrainer:
+    def __init__(self):
+        self.__w = tf.Variable([0.5, -0.5])
+        self.__steps = 0
+        self.__log = []
+
+    def step(self, x, limit):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum((self.__w * x - 1.0) ** 2)
+        self.__w.assign_sub(0.01 * tape.gradient(loss, self.__w))
+        self.__steps += 1
+        self.__log.append(float(loss))
+        __scaled = loss
+        try:
+            __scaled = loss * 2.0
+            tf.debugging.assert_less(__scaled, limit)
+        except tf.errors.InvalidArgumentError:
+            self.__log.append(("over", float(__scaled)))
+        return loss, self.__steps
+
+    def batches(self, xs):
+        for x in xs:
+            y = tf.reduce_sum(self.__w * x)
+            self.__steps += 1
+            yield y, self.__steps
+
+    def state(self):
+        return self.__w, self.__steps, list(self.__log)
+
+
+def test_a_method_with_private_attributes_and_locals_runs_split():
+    def make():
+        trainer = PrivateTrainer()
+        return functools.partial(PrivateTrainer.step, trainer), trainer.state
+
+    def jitted_make():
+        trainer = PrivateTrainer()
+        return functools.partial(janus_step, trainer), trainer.state
+
+    janus_step = janus.jit(PrivateTrainer.step)
+    calls = [(vec(i), 50.0 if i % 3 else 1.0) for i in range(CALLS)]
+    eager_fn, eager_state = make()
+    jit_fn, jit_state = jitted_make()
+    for n, args in enumerate(calls):
+        assert_same_call(n, outcome(eager_fn, args), outcome(jit_fn, args), eager_state, jit_state)
+    segments_served(janus_step)
+
+
+def test_a_generator_method_with_private_attributes_runs_split():
+    eager, split = PrivateTrainer(), PrivateTrainer()
+    batches = janus.jit(PrivateTrainer.batches)
+    for n in range(6):
+        xs = [vec(n), vec(n + 1)]
+        for k, (expected, actual) in enumerate(zip(eager.batches(xs), batches(split, xs), strict=True)):
+            assert_same(expected, actual, f"{n}.{k}")
+            assert_same(eager.state(), split.state(), f"{n}.{k} state")
+    assert janus.stats(batches)["segment_calls"] > 0, janus.explain(batches)

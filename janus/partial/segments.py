@@ -11,6 +11,7 @@ with ``janus.graphgen.source``.
 from __future__ import annotations
 
 import collections
+import contextlib
 import copy
 import dataclasses
 import inspect
@@ -188,7 +189,7 @@ def _build(jf, planned: split.Plan, where: str, kind: str, reason: str, depth: i
     fn = jf.fn
     code = fn.__code__
     module = compile(planned.module(code.co_freevars), code.co_filename, "exec")
-    factory = next(c for c in module.co_consts if isinstance(c, types.CodeType) and c.co_name == split.FACTORY)
+    factory = _code_named(module, split.FACTORY)
     inner = {c.co_name: c for c in factory.co_consts if isinstance(c, types.CodeType)}
     cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
     cells[split.LOCALS_AT] = types.CellType(_locals_at)
@@ -216,6 +217,17 @@ def _build(jf, planned: split.Plan, where: str, kind: str, reason: str, depth: i
     new.__doc__ = fn.__doc__
     register_ast(new.__code__, gast.ast_to_gast(planned.function))
     return SplitVersion(new, segments, where, kind, reason, planned.python_lines)
+
+
+def _code_named(code: types.CodeType, name: str) -> types.CodeType:
+    """The code object called ``name`` within ``code`` (the factory, maybe in a class body)."""
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            if const.co_name == name:
+                return const
+            with contextlib.suppress(LookupError):
+                return _code_named(const, name)
+    raise LookupError(name)
 
 
 def _lines(seg: split.SegmentPlan) -> str:

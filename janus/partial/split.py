@@ -64,10 +64,12 @@ class Plan:
     function: ast.FunctionDef  # the rewritten function (no decorators, defaults or annotations)
     segments: list[SegmentPlan]
     python_lines: list[int]  # statements kept in Python (other than trivial ones)
+    owner: str = ""  # the class the original's `__x` names were mangled by ('' where none)
 
     def module(self, freevars: tuple[str, ...]) -> ast.Module:
         """``def _janus_factory(<freevars>, <segments>, _janus_locals_at)`` holding the rewritten
-        function and the segment functions: compiled, their free variables are the original's."""
+        function and the segment functions: compiled, their free variables are the original's.
+        Inside a class named as the original's owner, ``self.__x`` is mangled as it was."""
         params = [*freevars, *(s.name for s in self.segments), LOCALS_AT]
         factory = ast.FunctionDef(
             name=FACTORY,
@@ -79,7 +81,35 @@ class Plan:
         )  # fmt: skip
         ast.copy_location(factory, self.function)
         module = ast.Module(body=[factory], type_ignores=[])
+        if self.owner:
+            module = ast.parse(f"class {self.owner}:\n    pass\n")
+            module.body[0].body = [factory]
+            ast.copy_location(module.body[0], self.function)
         return ast.fix_missing_locations(module)
+
+
+def class_of(code: types.CodeType) -> str:
+    """The class by which Python's compiler mangled the ``__x`` names of ``code`` ('' where none):
+    the innermost class around it, as its qualified name says (``C.f.<locals>.g``: ``C``)."""
+    parts = code.co_qualname.split(".")
+    i = len(parts) - 2  # the function's own name is last
+    while i >= 0 and parts[i] == "<locals>":
+        i -= 2  # a function's locals: the function before "<locals>" is no class
+    return parts[i] if i >= 0 else ""
+
+
+def mangle(name: str, owner: str) -> str:
+    """``name`` as the compiler writes it in class ``owner`` (``__x`` -> ``_C__x``)."""
+    if not owner.strip("_") or not name.startswith("__") or name.endswith("__"):
+        return name
+    return f"_{owner.lstrip('_')}{name}"
+
+
+def _demangled(names_: tuple[str, ...], owner: str) -> set[str]:
+    """``names_`` (of a code object) as the source spells them: ``_C__x`` is also ``__x``."""
+    stripped = owner.lstrip("_")
+    prefix = f"_{stripped}__"
+    return set(names_) | ({n[len(stripped) + 1 :] for n in names_ if n.startswith(prefix)} if stripped else set())
 
 
 # ---------------------------------------------------------------------------------- names
@@ -350,8 +380,9 @@ class _Splitter:
     def __init__(self, node: ast.FunctionDef, code: types.CodeType, bad: set[int]) -> None:
         self.bad = bad
         self.prefix = node.name if node.name.startswith(SEGMENT_DEF) else SEGMENT_DEF  # names never clash
-        self.locals = set(code.co_varnames) | set(code.co_cellvars) | {RETURN}
-        self.cellvars = set(code.co_cellvars)
+        self.owner = class_of(code)
+        self.locals = _demangled(code.co_varnames, self.owner) | _demangled(code.co_cellvars, self.owner) | {RETURN}
+        self.cellvars = _demangled(code.co_cellvars, self.owner)
         own = [n for stmt in node.body for n in _own_walk(stmt)]
         self.declared = {name for n in own if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
         nested_nonlocals = {name for n in ast.walk(node) if isinstance(n, ast.Nonlocal) for name in n.names}
@@ -491,7 +522,10 @@ class _Splitter:
             call = f"({', '.join(plan.outputs)},) = {call}"
         text = call
         if plan.guarded:
-            restore = "".join(f"    if {n!r} in _janus_done:\n        {n} = _janus_done[{n!r}]\n" for n in plan.outputs)
+            compiled = {n: mangle(n, self.owner) for n in plan.outputs}  # the frames' locals' names
+            restore = "".join(
+                f"    if {c!r} in _janus_done:\n        {n} = _janus_done[{c!r}]\n" for n, c in compiled.items()
+            )
             text = (
                 f"try:\n    {call}\nexcept BaseException as _janus_exc:\n"
                 f"    _janus_done = {LOCALS_AT}(_janus_exc, {plan.name})\n{restore}    raise\n"
@@ -515,7 +549,7 @@ def plan(node: ast.FunctionDef, code: types.CodeType, bad_lines: set[int]) -> Pl
     A context manager bound by ``with ... as name`` never leaves a segment (a graph cannot return
     a ``tf.GradientTape``): where one would, the ``with`` is kept Python and the plan is redone."""
     body = _split_returns(node.body, bad_lines)
-    params = frozenset(code.co_varnames[: code.co_argcount + code.co_kwonlyargcount])
+    params = frozenset(_demangled(code.co_varnames[: code.co_argcount + code.co_kwonlyargcount], class_of(code)))
     params |= {a.arg for a in (node.args.vararg, node.args.kwarg) if a is not None}
     force: set[tuple[int, int]] = set()
     while True:
@@ -534,4 +568,4 @@ def plan(node: ast.FunctionDef, code: types.CodeType, bad_lines: set[int]) -> Pl
     function = ast.FunctionDef(name=node.name, args=args, body=new_body, decorator_list=[], returns=None)
     ast.copy_location(function, node)
     function.end_lineno = node.end_lineno
-    return Plan(function, splitter.segments, sorted(set(splitter.python_lines)))
+    return Plan(function, splitter.segments, sorted(set(splitter.python_lines)), class_of(code))
