@@ -5,14 +5,17 @@ check that sends a segment back to Python, explain's segment counts) that are co
 after every call and every generator step."""
 
 import functools
+import gc
 import threading
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from differential import assert_same, assert_same_call, outcome, run_differential
+from differential import assert_same, assert_same_call, captured_effects, outcome, run_differential
+from test_partial_generators import lockstep
 
 import janus
+from janus.executor import cost
 
 CALLS = 12
 
@@ -278,3 +281,514 @@ def test_a_generator_method_with_private_attributes_runs_split():
             assert_same(expected, actual, f"{n}.{k}")
             assert_same(eager.state(), split.state(), f"{n}.{k} state")
     assert janus.stats(batches)["segment_calls"] > 0, janus.explain(batches)
+
+
+# ------------------------------------------------------- generators run split
+# These shapes gave eager's answers: each step (next, send, throw, close, garbage collection) is
+# compared with eager's, and the segments must have served calls.
+
+
+def generator_segments_served(jitted) -> None:
+    stats = janus.stats(jitted)
+    assert stats["segment_calls"] > 0 and stats["split_calls"] > 0, f"{stats}\n{janus.explain(jitted)}"
+
+
+def test_a_generator_yielding_inside_its_gradient_tape():
+    def make():
+        w = tf.Variable([1.0, -1.0])
+
+        def train(xs):
+            for x in xs:
+                with tf.GradientTape() as tape:
+                    y = tf.reduce_sum(w * x)
+                    scale = yield y  # the caller sees the forward value and may send a loss scale
+                    loss = y * y * (1.0 if scale is None else scale)
+                g = tape.gradient(loss, w)
+                w.assign_sub(0.01 * g)
+                yield g
+
+        return train, lambda: w
+
+    def plan(n):
+        return [("__next__", ()), ("send", (0.5 + n,)), ("__next__", ()), ("__next__", ()), ("__next__", ())]
+
+    jitted = lockstep(make, [([vec(i), vec(i + 1)],) for i in range(8)], steps=plan)
+    generator_segments_served(jitted)
+
+
+def test_yield_from_a_split_generator_and_its_return_value():
+    def make(jit_inner):
+        w = tf.Variable([1.0, -1.0])
+
+        def inner(x):
+            y = tf.reduce_sum(w * x)
+            yield y
+            w.assign_add(x * 0.1)
+            yield float(y)
+            return y * 3.0
+
+        sub = janus.jit(inner) if jit_inner else inner
+
+        def outer(xs):
+            total = tf.constant(0.0)
+            for x in xs:
+                got = yield from sub(x)
+                total = total + got
+            return total
+
+        return outer, sub, lambda: w
+
+    eager_fn, _, eager_state = make(False)
+    raw, jitted_inner, jit_state = make(True)
+    jitted = janus.jit(raw)
+    for n in range(6):
+        xs = [vec(n), vec(n + 1)]
+        eager_gen, jit_gen = eager_fn(xs), jitted(xs)
+        for k in range(10):
+            expected, actual = step_or_return(eager_gen), step_or_return(jit_gen)
+            assert_same(expected, actual, f"{n}.{k}")
+            assert_same(eager_state(), jit_state(), f"{n}.{k} state")
+            if expected[0] == "return":
+                break
+    generator_segments_served(jitted)
+    generator_segments_served(jitted_inner)
+
+
+def step_or_return(gen) -> tuple:
+    """``("yield", value)`` of ``next(gen)``, or ``("return", value)`` where it stops."""
+    try:
+        return "yield", next(gen)
+    except StopIteration as stop:
+        return "return", stop.value
+
+
+def test_a_generator_dropped_mid_way_runs_its_finally_when_collected():
+    def make():
+        w = tf.Variable(0.0)
+        log = []
+
+        def running(xs):
+            try:
+                for x in xs:
+                    w.assign_add(tf.reduce_sum(x))
+                    yield w.read_value()
+            finally:
+                w.assign(w * 0.5 + 1.0)
+                log.append(round(float(w), 4))
+
+        return running, lambda: (w, list(log))
+
+    eager_fn, eager_state = make()
+    raw, jit_state = make()
+    jitted = janus.jit(raw)
+    for n in range(8):
+        xs = [vec(n), vec(n + 1), vec(n + 2)]
+        eager_gen, jit_gen = eager_fn(xs), jitted(xs)
+        for k in range(1 + n % 2):
+            assert_same_call(f"{n}.{k}", outcome(next, (eager_gen,)), outcome(next, (jit_gen,)), eager_state, jit_state)
+        del eager_gen, jit_gen  # collected at once (no cycle): GeneratorExit runs each finally
+        gc.collect()
+        assert_same(eager_state(), jit_state(), f"{n} after collection")
+    generator_segments_served(jitted)
+
+
+def test_an_exception_thrown_into_a_generator_is_handled_by_segments():
+    def make():
+        w = tf.Variable([1.0, 2.0])
+        log = []
+
+        def steps(xs):
+            for x in xs:
+                try:
+                    y = tf.reduce_sum(w * x)
+                    yield y * 2.0
+                    w.assign_add(x * 0.1)
+                except KeyError:
+                    r = tf.reduce_mean(w) + y
+                    log.append(float(r))
+                    yield r
+                finally:
+                    w.assign(w * 0.9)
+
+        return steps, lambda: (w, list(log))
+
+    def plan(n):
+        steps = [("__next__", ()), ("throw", (KeyError,)), ("__next__", ()), ("send", (3,)), ("close", ())]
+        return steps[: 3 + n % 3]
+
+    jitted = lockstep(make, [([vec(i), vec(i + 1), vec(3)],) for i in range(8)], steps=plan)
+    generator_segments_served(jitted)
+
+
+def test_two_instances_of_a_split_generator_interleaved_on_one_variable():
+    def make():
+        w = tf.Variable(1.0)
+
+        def walk(xs, k):
+            for x in xs:
+                y = tf.reduce_sum(x) * w + k
+                w.assign(w * 0.5 + y * 0.01)
+                yield y, w.read_value()
+
+        return walk, lambda: w
+
+    eager_fn, eager_state = make()
+    raw, jit_state = make()
+    jitted = janus.jit(raw)
+    for n in range(6):
+        xs = [vec(n), vec(1), vec(2)]
+        eager_gens, jit_gens = [eager_fn(xs, 1.0), eager_fn(xs, 2.0)], [jitted(xs, 1.0), jitted(xs, 2.0)]
+        for k, which in enumerate([0, 1, 1, 0, 0, 1, 1, 0]):
+            expected, actual = outcome(next, (eager_gens[which],)), outcome(next, (jit_gens[which],))
+            assert_same_call(f"{n}.{k}", expected, actual, eager_state, jit_state)
+    generator_segments_served(jitted)
+
+
+def test_a_split_generator_feeding_a_dataset_from_generator():
+    def make():
+        def series(n):
+            x = tf.constant([1.0, 2.0])
+            for _ in range(n):
+                x = tf.linalg.matvec(tf.eye(2) * 0.9, tf.tanh(x * 1.5 + 1.0))
+                print(f"{float(x[0]):.5f}")
+                yield x
+
+        return series
+
+    eager_fn, jitted = make(), janus.jit(make())
+    spec = tf.TensorSpec([2], tf.float32)
+    for n in range(4):
+        with captured_effects() as eager_effects:
+            expected = list(tf.data.Dataset.from_generator(functools.partial(eager_fn, 3 + n), output_signature=spec))
+        with captured_effects() as jit_effects:
+            actual = list(tf.data.Dataset.from_generator(functools.partial(jitted, 3 + n), output_signature=spec))
+        assert_same(expected, actual, f"call {n}")
+        assert jit_effects == eager_effects
+    generator_segments_served(jitted)
+
+
+def test_sum_of_a_generator_expression_of_tensors_between_breaks():
+    def make():
+        def f(xs):
+            total = sum(tf.reduce_sum(x * x) for x in xs)
+            print(float(total))
+            biggest = sum(float(tf.reduce_max(x)) for x in xs)
+            return total * 2.0, biggest
+
+        return f, lambda: None
+
+    jitted = run_differential(make, [([vec(i), vec(i + 1)],) for i in range(CALLS)], min_graph_calls=0)
+    segments_served(jitted)
+
+
+# ------------------------------------------------------- the cost check
+# The probe runs a segment's first warm calls eagerly, interleaved with graph calls, then keeps
+# the faster. Which is faster depends on the machine: `decision` fixes it (the medians it reads),
+# so both ways are tested, with eager's answers on the probe's calls and on every call after.
+
+
+@pytest.fixture(params=["python", "graph"])
+def decision(request, monkeypatch):
+    """The cost check on, its verdict fixed: every segment goes back to Python, or none does."""
+    monkeypatch.setattr(janus.config, "segment_cost_check", True)
+    medians = (1.0, 0.0) if request.param == "python" else (0.0, 1.0)  # (graph, eager) seconds
+    monkeypatch.setattr(cost.CostProbe, "medians", lambda self: medians)
+    return request.param
+
+
+def assert_decided(jitted, decision: str) -> None:
+    """Each segment that finished its probe went the way ``decision`` says."""
+    kinds = {seg.jit.imperative_kind for seg in jitted.split.segments if seg.jit.cost_probe is None}
+    assert kinds, janus.explain(jitted)
+    assert kinds <= ({"too small", "construct", "tensor value"} if decision == "python" else {""}), janus.explain(
+        jitted
+    )
+    if decision == "python":
+        assert "too small" in kinds, janus.explain(jitted)
+
+
+def test_cost_check_on_a_segment_whose_assertion_fails_on_some_calls(decision):
+    def make():
+        seen = []
+
+        def f(x, limit):
+            y = tf.reduce_sum(x)
+            tf.debugging.assert_less(y, limit)
+            z = y * 2.0
+            seen.append(float(z))
+            return z + 1.0
+
+        return f, lambda: list(seen)
+
+    calls = [(vec(i), 100.0 if i % 3 else 3.0) for i in range(30)]
+    jitted = run_differential(make, calls, min_graph_calls=0)
+    assert_decided(jitted, decision)
+
+
+def test_cost_check_on_segments_recorded_by_the_callers_tape(decision):
+    def make():
+        w = tf.Variable([[0.5], [-0.3]])
+        b = tf.Variable([0.1])
+        hist = []
+
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                pred = x @ w + b
+                loss = tf.reduce_mean((pred - y) ** 2)
+                hist.append(float(loss))
+                loss2 = loss + 0.01 * tf.reduce_sum(w * w)
+            gw, gb = tape.gradient(loss2, [w, b])
+            w.assign_sub(0.1 * gw)
+            b.assign_sub(0.1 * gb)
+            return gw, gb
+
+        return step, lambda: (w, b, list(hist))
+
+    rng = np.random.default_rng(0)
+    calls = [
+        (tf.constant(rng.normal(size=(4, 2)), tf.float32), tf.constant(rng.normal(size=(4, 1)), tf.float32))
+        for _ in range(16)
+    ]
+    jitted = run_differential(make, calls, min_graph_calls=0)
+    assert_decided(jitted, decision)
+
+
+def test_cost_check_on_segments_writing_python_state_read_by_a_handler(decision):
+    def make():
+        log = []
+        counts = {"steps": 0}
+
+        def f(x, cap):
+            total = tf.constant(0.0)
+            try:
+                for i in range(4):
+                    total = total + tf.reduce_sum(x) * (i + 1)
+                    counts["steps"] += 1
+                    log.append(i)
+                    if float(total) > cap:
+                        raise ValueError("over")
+            except ValueError:
+                log.append(("handled", float(total), counts["steps"]))
+            return total
+
+        return f, lambda: (list(log), dict(counts))
+
+    calls = [(vec(i), 1000.0 if i % 3 else 8.0) for i in range(16)]
+    jitted = run_differential(make, calls, min_graph_calls=0)
+    assert_decided(jitted, decision)
+
+
+def test_cost_check_switches_the_segments_of_a_suspended_generator(decision):
+    def make():
+        w = tf.Variable(1.0)
+
+        def walk(xs):
+            acc = tf.constant(0.0)
+            for x in xs:
+                acc = acc + tf.reduce_sum(x) * w
+                w.assign_add(0.01)
+                yield acc
+
+        return walk, lambda: w
+
+    def take_three_then_close(n):
+        return [("__next__", ())] * 3 + [("close", ())]
+
+    jitted = lockstep(make, [([vec(i)] * 6,) for i in range(8)], steps=take_three_then_close)
+    assert_decided(jitted, decision)
+
+
+def test_cost_check_with_threads_calling_one_split_function(decision):
+    w = tf.Variable([1.0, 2.0])
+
+    def f(x):
+        y = tf.reduce_sum(x * w) * 2.0
+        v = float(y)
+        return tf.square(y) + v
+
+    jitted = janus.jit(f)
+    results: dict[int, list[float]] = {}
+
+    def worker(k: int) -> None:
+        results[k] = [float(jitted(vec(k * 100 + i))) for i in range(20)]
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for k in range(4):
+        assert results[k] == [float(f(vec(k * 100 + i))) for i in range(20)]
+    assert_decided(jitted, decision)
+
+
+# ------------------------------------------------------- shapes TF2 users write (passing)
+@pytest.mark.keras
+def test_a_keras_custom_training_loop_with_metrics_logged_every_few_steps():
+    def make():
+        tf.keras.utils.set_random_seed(3)
+        model = tf.keras.Sequential(
+            [
+                tf.keras.layers.Dense(8, activation="relu"),
+                tf.keras.layers.BatchNormalization(),
+                tf.keras.layers.Dense(3),
+            ]
+        )
+        model.build((None, 5))  # Keras 2 draws the initial weights when it builds: here, after the seed
+        opt = tf.keras.optimizers.Adam(0.01)
+        loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        accuracy = tf.keras.metrics.SparseCategoricalAccuracy()
+        mean_loss = tf.keras.metrics.Mean()
+        steps = {"n": 0}
+
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                logits = model(x, training=True)
+                loss_value = loss_fn(y, logits)
+            grads = tape.gradient(loss_value, model.trainable_weights)
+            opt.apply_gradients(zip(grads, model.trainable_weights))
+            accuracy.update_state(y, logits)
+            mean_loss.update_state(loss_value)
+            steps["n"] += 1
+            if steps["n"] % 3 == 0:
+                print(f"step {steps['n']} loss {float(loss_value):.4f} acc {float(accuracy.result()):.4f}")
+                accuracy.reset_state()
+            return loss_value
+
+        def state():
+            return (
+                [v.numpy() for v in model.variables],
+                [v.numpy() for v in opt.variables],
+                float(accuracy.result()),
+                float(mean_loss.result()),
+                dict(steps),
+            )
+
+        return train_step, state
+
+    def batch(n):
+        rng = np.random.default_rng(n)
+        x = tf.constant(rng.normal(size=(8, 5)), tf.float32)
+        return x, tf.constant(rng.integers(0, 3, size=(8,)), tf.int32)
+
+    jitted = run_differential(make, [batch(n) for n in range(14)], min_graph_calls=0)
+    segments_served(jitted)
+
+
+@pytest.mark.keras
+def test_keras_fit_run_eagerly_with_a_jitted_train_step_that_logs_the_float_loss():
+    def build():
+        tf.keras.utils.set_random_seed(1)
+        log = []
+
+        class Regressor(tf.keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.dense = tf.keras.layers.Dense(1)
+                self.tracker = tf.keras.metrics.Mean(name="loss")
+
+            def call(self, x):
+                return self.dense(x)
+
+            def train_step(self, data):
+                x, y = data
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_mean(tf.square(self(x, training=True) - y))
+                grads = tape.gradient(loss, self.trainable_variables)
+                self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+                log.append(float(loss))
+                self.tracker.update_state(loss)
+                return {"loss": self.tracker.result()}
+
+        return Regressor, log
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 3)).astype("float32")
+    y = x @ np.array([[1.0], [-2.0], [0.5]], "float32")
+    models, logs = [], []
+    for jit in (False, True):
+        regressor, log = build()
+        if jit:
+            regressor.train_step = janus.jit(regressor.train_step)
+        model = regressor()
+        model.compile(optimizer=tf.keras.optimizers.SGD(0.1), run_eagerly=True)
+        model.fit(x, y, batch_size=8, epochs=2, verbose=0, shuffle=False)
+        models.append(model)
+        logs.append(log)
+    np.testing.assert_allclose(logs[1], logs[0], rtol=1e-5)
+    for expected, actual in zip(models[0].get_weights(), models[1].get_weights(), strict=True):
+        np.testing.assert_allclose(actual, expected, rtol=1e-5)
+    segments_served(regressor.train_step)
+
+
+def test_a_loop_that_breaks_on_a_float_and_returns_from_its_else():
+    def make():
+        def f(xs, cap):
+            total = tf.constant(0.0)
+            for x in xs:
+                total = total + tf.reduce_sum(x)
+                if float(total) > cap:
+                    break
+                total = total * 0.9
+            else:
+                return None
+            return total * 2.0
+
+        return f, lambda: None
+
+    calls = [([vec(i), vec(i + 1), vec(2)], 5.0 + (i % 4) * 3) for i in range(CALLS)]
+    jitted = run_differential(make, calls, min_graph_calls=0)
+    segments_served(jitted)
+
+
+def test_a_layer_that_creates_its_variable_on_the_first_call():
+    class Dense:
+        def __init__(self):
+            self.w = None
+
+        def __call__(self, x):
+            if self.w is None:
+                self.w = tf.Variable(tf.ones([x.shape[-1], 2]) * 0.1)
+            return x @ self.w
+
+    def make():
+        layer = Dense()
+        hist = []
+
+        def step(x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(layer(x) ** 2)
+            layer.w.assign_sub(0.01 * tape.gradient(loss, layer.w))
+            hist.append(float(loss))
+            return loss
+
+        return step, lambda: (layer.w, list(hist))
+
+    rng = np.random.default_rng(1)
+    calls = [(tf.constant(rng.normal(size=(3, 4)), tf.float32),) for _ in range(CALLS)]
+    jitted = run_differential(make, calls, min_graph_calls=0)
+    segments_served(jitted)
+
+
+def test_numpy_metrics_inside_nested_user_calls():
+    def make():
+        log = []
+
+        def metric(p, y):
+            return float(np.mean(np.abs(p.numpy() - y.numpy())))
+
+        def forward(x, y):
+            p = tf.tanh(x)
+            log.append(metric(p, y))
+            return p * 2.0
+
+        def f(x, y):
+            a = tf.reduce_sum(x)
+            p = forward(x, y)
+            b = tf.reduce_mean(p) + a
+            return b, metric(p, y)
+
+        return f, lambda: list(log)
+
+    jitted = run_differential(make, [(vec(i), vec(-i)) for i in range(CALLS)], min_graph_calls=0)
+    segments_served(jitted)
