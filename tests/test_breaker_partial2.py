@@ -792,3 +792,56 @@ def test_numpy_metrics_inside_nested_user_calls():
 
     jitted = run_differential(make, [(vec(i), vec(-i)) for i in range(CALLS)], min_graph_calls=0)
     segments_served(jitted)
+
+
+# ------------------------------------------------------- a tape the caller made
+# A graph called the caller's eager tape's methods while it was built: `tape.watch(x)` watched the
+# graph's placeholder, so the caller's tape never watched `x` and its gradient was None, once the
+# same tape served a few calls (a persistent tape around a loop over examples). Inside a split
+# function the tape of a `with` kept in Python reaches its segments the same way.
+
+
+def test_a_helper_that_watches_its_input_on_the_callers_persistent_tape():
+    w = tf.constant([[1.0, 0.5], [0.2, -1.0]])
+
+    def forward(tape, x, verbose):
+        tape.watch(x)
+        y = tf.reduce_sum(tf.tanh(tf.linalg.matvec(w, x)))
+        if verbose:
+            print(f"y {float(y):.4f}")
+        return y
+
+    def input_gradients(fn, verbose):
+        tape = tf.GradientTape(persistent=True)
+        xs = [tf.constant([0.1 * i, 0.2]) for i in range(5)]
+        with tape:
+            ys = [fn(tape, x, verbose) for x in xs]
+        return [tape.gradient(y, x) for x, y in zip(xs, ys, strict=True)]
+
+    jitted = janus.jit(forward)
+    for round_ in range(3):
+        with captured_effects() as eager_effects:
+            expected = input_gradients(forward, round_ == 2)
+        with captured_effects() as jit_effects:
+            actual = input_gradients(jitted, round_ == 2)
+        assert_same(expected, actual, f"round {round_}")
+        assert jit_effects == eager_effects
+
+
+def test_a_watch_inside_a_tape_block_that_holds_a_break():
+    def make():
+        w = tf.constant([[1.0, 0.5], [0.2, -1.0]])
+
+        def saliency(x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = tf.reduce_sum(tf.tanh(tf.linalg.matvec(w, x)))
+                print(f"y {float(y):.4f}")
+                z = y * y
+            return tape.gradient(z, x)
+
+        return saliency, lambda: None
+
+    jitted = run_differential(make, [(vec(i) * 0.1,) for i in range(CALLS)], min_graph_calls=0)
+    segments_served(jitted)
+    assert "GradientTape made outside the function" in janus.explain(jitted)

@@ -19,6 +19,7 @@ import inspect
 import operator
 import sys
 import types
+import weakref
 from collections.abc import Callable, Iterator
 
 import gast
@@ -631,6 +632,7 @@ class Interpreter:
         try:
             for item in node.items:
                 manager = self.eval(frame, item.context_expr)
+                _no_eager_tape(manager, "`with`", self.loc(frame, node))
                 if not purity.is_graph_scope(manager):
                     raise NotConvertible(
                         f"context manager {type(manager).__qualname__} is not known to scope only the graph",
@@ -1240,6 +1242,7 @@ class Interpreter:
 
     def call_graph_library(self, callee: object, args: list, kwargs: dict, loc: str) -> object:
         """TensorFlow/Keras on symbolic tensors, in the sandbox that refuses user code."""
+        _no_eager_tape(getattr(callee, "__self__", None), f"{getattr(callee, '__name__', 'a method')}()", loc)
         self.ctx.guard_keras_state(getattr(callee, "__self__", callee), loc)  # opt.apply_gradients, loss_fn(...)
         if purity.implementation_module(callee).startswith(("keras.", "tf_keras.")):
             self.ctx.guard_keras_config(loc)
@@ -1262,6 +1265,8 @@ class Interpreter:
         if unconnected:  # eager's gradient is None there, the graph's may be zeros
             flat = tf.nest.flatten(result)
             result = tf.nest.pack_sequence_as(result, [None if i in unconnected else g for i, g in enumerate(flat)])
+        if isinstance(result, tf.GradientTape):
+            _TAPES_MADE.add(result)
         if callee is tf.TensorArray:
             tensor_arrays.created(result, kwargs)
         elif isinstance(getattr(callee, "__self__", None), tf.TensorArray):
@@ -1578,6 +1583,17 @@ class Interpreter:
         if isinstance(value, PyObjectRef) and value.cls is list:  # `if batch:` of a list passed by pointer
             return tf.not_equal(self.ctx.heap_len(value, self.loc(frame, node)).tensor, 0)
         return _truth_value(value)
+
+
+# Tapes converted code made while a graph was built: only theirs record the graph's ops.
+_TAPES_MADE: weakref.WeakSet = weakref.WeakSet()
+
+
+def _no_eager_tape(obj: object, use: str, loc: str) -> None:
+    """A tape the caller made (an argument, an attribute) records eager ops: in a graph, its
+    ``watch`` would watch nothing and its ``gradient`` would see none of the graph's ops."""
+    if isinstance(obj, tf.GradientTape) and obj not in _TAPES_MADE:
+        raise NotConvertible(f"{use} of a GradientTape made outside the function (it records eager ops)", loc)
 
 
 def _is_tape_gradient(callee: object) -> bool:
