@@ -1539,7 +1539,10 @@ class Interpreter:
         if pynumber.involves(operands):
             return pynumber.operate(op, operands, lambda d: self.ctx.assert_nonzero(d, loc), loc)
         if all(is_plain(v) for v in operands):
-            return op(*operands)
+            try:
+                return op(*operands)
+            except (ArithmeticError, TypeError, ValueError) as err:  # guarded values: such calls all raise it
+                raise RaisesHere(f"{op.__name__} raises {type(err).__name__} on this path", loc) from None
         if not all(is_safe_operand(v) for v in operands):
             raise NotConvertible("operator on a user object", loc)
         return self.ctx.record_call(op.__name__, op, operands, {}, loc)
