@@ -855,6 +855,32 @@ def test_a_watch_inside_a_tape_block_that_holds_a_break():
     assert "GradientTape made outside the function" in janus.explain(jitted)
 
 
+# ------------------------------------------------------- janus.report() of a split function
+# The report listed a split function as "imperative [tensor value]" and counted it among the
+# imperative ones, while its segments' graphs served its calls.
+
+
+def test_the_report_says_a_function_runs_split_not_imperatively():
+    def make():
+        w = tf.Variable([1.0, -1.0])
+
+        def step(x):
+            loss = tf.reduce_sum((w * x - 1.0) ** 2)
+            print(f"loss {float(loss):.3f}")
+            return loss
+
+        return step, lambda: w
+
+    jitted = run_differential(make, [(vec(i),) for i in range(CALLS)], min_graph_calls=0)
+    segments_served(jitted)
+    text = janus.report(jitted, *(seg.jit for seg in jitted.split.segments), use_rich=False)
+    assert "(1 served by graphs, 1 split around what janus cannot convert, 0 imperative)" in text, text
+    row = next(
+        line for line in text.splitlines() if line.strip().startswith("test_the_report_says") and "<segment" not in line
+    )
+    assert row.rstrip().endswith("split [tensor value], 1 segments"), text
+
+
 # ------------------------------------------------------- Python arithmetic that raises
 # `1 / 0` on values the graph is specialised on raised ZeroDivisionError out of the generator: the
 # build failed as an "internal error" and the whole function ran imperatively for good, with
