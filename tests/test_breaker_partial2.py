@@ -4,9 +4,11 @@ did not) before its fix, and programs around today's additions (generators run s
 check that sends a segment back to Python, explain's segment counts) that are compared with eager
 after every call and every generator step."""
 
+import contextlib
 import functools
 import gc
 import hashlib
+import io
 import linecache
 import logging
 import os
@@ -900,6 +902,43 @@ def test_python_arithmetic_that_raises_on_one_path_is_no_internal_error():
     jitted = run_differential(make, [(vec(i), i % 5) for i in range(CALLS)], min_graph_calls=1)
     assert jitted.imperative_reason is None, janus.explain(jitted)
     assert "truediv raises ZeroDivisionError on this path" in janus.explain(jitted)
+
+
+# ------------------------------------------------------- warnings aimed at the caller (not fixed)
+# `warnings.warn(..., stacklevel=2)` in a function names its caller's line. Run split, the
+# function's statements run in the rewritten function, whose caller is janus
+# (janus/partial/segments.py), and so are its profiled calls (janus/profiler/tracer.py): the
+# warning names janus's line, the "default" filter shows it once instead of once per calling line,
+# and a DeprecationWarning is no longer attributed to the user's `__main__` (where Python shows it).
+# Not local: every janus call path puts its frames between the user's caller and the function.
+
+
+def deprecated_step(x):
+    warnings.warn("deprecated_step() is deprecated", DeprecationWarning, stacklevel=2)
+    y = tf.reduce_sum(x) * 2.0
+    print(f"{float(y):.3f}")
+    return y
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="warnings with stacklevel >= 2 name janus's frames (tracer.py, segments.py), not the user's caller",
+)
+def test_a_deprecation_warning_names_the_callers_line():
+    jitted = janus.jit(deprecated_step)
+
+    def two_calls(fn) -> list[tuple[str, int]]:
+        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("default")
+            fn(vec(1))
+            fn(vec(2))
+        return [(os.path.basename(w.filename), w.lineno) for w in caught]
+
+    expected = two_calls(deprecated_step)
+    assert len(expected) == 2
+    for n in range(6):
+        assert two_calls(jitted) == expected, f"call {n}"
+    segments_served(jitted)
 
 
 # ------------------------------------------------------- property: random split programs
