@@ -175,7 +175,7 @@ class _TransparentMode:
 
     def _classify(self, frame: types.FrameType) -> str:
         code = frame.f_code
-        if is_library_code(code) or code.co_qualname.startswith(split.FACTORY):  # a split function's own parts
+        if is_library_code(code) or split.FACTORY in code.co_qualname.split("."):  # a split function's own parts
             return "library code"
         if code.co_flags & _SKIPPED_FLAGS or code.co_name.startswith("<"):
             return "generator, coroutine, lambda or comprehension"

@@ -904,6 +904,47 @@ def test_python_arithmetic_that_raises_on_one_path_is_no_internal_error():
     assert "truediv raises ZeroDivisionError on this path" in janus.explain(jitted)
 
 
+# ------------------------------------------------------- log records name the user's function
+# A log record's funcName is the name of the code that logged: statements run in a segment (eagerly,
+# or replayed after its graph) logged as `_janus_segment_1`, so a format with %(funcName)s printed
+# janus's name where eager prints the user's.
+
+
+def test_log_records_from_segments_name_the_users_function():
+    def run(fn) -> list[str]:
+        stream = io.StringIO()
+        handler = logging.StreamHandler(stream)
+        handler.setFormatter(logging.Formatter("%(funcName)s:%(lineno)d %(message)s"))
+        logger = logging.getLogger("janus-breaker-funcname")
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                for i in range(CALLS):
+                    fn(vec(i))
+        finally:
+            logger.removeHandler(handler)
+        return stream.getvalue().splitlines()
+
+    def make():
+        w = tf.Variable([1.0, -1.0])
+        logger = logging.getLogger("janus-breaker-funcname")
+
+        def train_step(x):
+            loss = tf.reduce_sum((w * x - 1.0) ** 2)
+            logger.info("loss computed")
+            w.assign_sub(0.01 * loss * x)
+            print(float(loss))
+            logger.info("step done")
+            return loss
+
+        return train_step
+
+    jitted = janus.jit(make())
+    assert run(jitted) == run(make())
+    segments_served(jitted)
+
+
 # ------------------------------------------------------- warnings aimed at the caller (not fixed)
 # `warnings.warn(..., stacklevel=2)` in a function names its caller's line. Run split, the
 # function's statements run in the rewritten function, whose caller is janus

@@ -190,7 +190,8 @@ def _build(jf, planned: split.Plan, where: str, kind: str, reason: str, depth: i
     code = fn.__code__
     module = compile(planned.module(code.co_freevars), code.co_filename, "exec")
     factory = _code_named(module, split.FACTORY)
-    inner = {c.co_name: c for c in factory.co_consts if isinstance(c, types.CodeType)}
+    # named as the user's function: log records (funcName) and tracebacks say its name, not janus's
+    inner = {c.co_name: c.replace(co_name=code.co_name) for c in factory.co_consts if isinstance(c, types.CodeType)}
     cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
     cells[split.LOCALS_AT] = types.CellType(_locals_at)
 
@@ -211,7 +212,7 @@ def _build(jf, planned: split.Plan, where: str, kind: str, reason: str, depth: i
             seg_jit.cost_probe = CostProbe()
         cells[seg.name] = seg_jit.caller = types.CellType(seg_jit)  # holds seg_fn itself once too small
         segments.append(Segment(seg, seg_jit))
-    new = make(inner[code.co_name], fn.__name__, fn.__defaults__)
+    new = make(inner[planned.function.name], fn.__name__, fn.__defaults__)
     new.__kwdefaults__ = dict(fn.__kwdefaults__) if fn.__kwdefaults__ else None
     new.__qualname__ = fn.__qualname__
     new.__doc__ = fn.__doc__
