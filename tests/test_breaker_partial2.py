@@ -904,6 +904,43 @@ def test_python_arithmetic_that_raises_on_one_path_is_no_internal_error():
     assert "truediv raises ZeroDivisionError on this path" in janus.explain(jitted)
 
 
+# ------------------------------------------------------- a function that reads its own locals
+# `"...".format(**locals())` after a run of statements: the segment handed out only the names other
+# statements name, so locals() missed `loss` and `acc` (KeyError); and `vars()` listed janus's own
+# names (the segments' cells). A function whose code reads its frame is not split.
+
+
+def test_a_log_line_formatted_from_locals_after_a_run_of_statements():
+    def make():
+        def step(x, n):
+            loss = tf.reduce_mean(x * x) * 2.0
+            acc = tf.reduce_max(x)
+            print("step {n}: loss {loss} acc {acc}".format(**locals()))
+            return loss
+
+        return step, lambda: None
+
+    jitted = run_differential(make, [(vec(i), i) for i in range(CALLS)], min_graph_calls=0)
+    assert jitted.split is None, janus.explain(jitted)
+
+
+def test_the_names_vars_lists_after_a_break():
+    def make():
+        seen = []
+
+        def step(x):
+            loss = tf.reduce_mean(x * x) * 2.0
+            seen.append(float(loss))
+            total = loss + tf.reduce_sum(x)
+            seen.append(sorted(vars()))
+            return total
+
+        return step, lambda: list(seen)
+
+    jitted = run_differential(make, [(vec(i),) for i in range(CALLS)], min_graph_calls=0)
+    assert jitted.split is None, janus.explain(jitted)
+
+
 # ------------------------------------------------------- log records name the user's function
 # A log record's funcName is the name of the code that logged: statements run in a segment (eagerly,
 # or replayed after its graph) logged as `_janus_segment_1`, so a format with %(funcName)s printed

@@ -118,6 +118,10 @@ def split_function(jf, reason: str, where: str, kind: str) -> SplitVersion | Non
             return None
         # a generator splits around its yields (statements holding one stay Python, split.py)
         node = gast.gast_to_ast(copy.deepcopy(function_ast(code)))
+        reader = split.observes_frame(node)
+        if reader is not None:
+            log.debug("janus: %s is not split: it reads its own locals (%s)", fn.__qualname__, reader)
+            return None
         planned = split.plan(node, code, set() if line is None else {line})
         if not planned.segments:
             return None

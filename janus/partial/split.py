@@ -39,6 +39,7 @@ FACTORY = "_janus_factory"
 COMPOUND = (ast.If, ast.For, ast.While, ast.With, ast.Try) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 INTROSPECTIVE = {"locals", "vars", "dir", "eval", "exec", "super"}
+FRAME_READERS = {"locals", "vars", "dir", "eval", "exec"}
 
 
 @dataclasses.dataclass
@@ -217,6 +218,18 @@ def _own_walk(node: ast.AST):
         if isinstance(child, ast.Lambda):
             continue
         yield from _own_walk(child)
+
+
+def observes_frame(node: ast.FunctionDef) -> str | None:
+    """The builtin by which ``node``'s own code reads its frame's locals (``locals()``, ``vars()``,
+    ``dir()``, ``eval``, ``exec``), or None. Such a function is not split: its frame would hold
+    the segments' names and miss what the segments bound but no statement names."""
+    for stmt in node.body:
+        for n in _own_walk(stmt):
+            reader = n.func.id if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) else None
+            if reader in FRAME_READERS and (reader in ("eval", "exec") or not (n.args or n.keywords)):
+                return reader
+    return None
 
 
 def _escapes(node: ast.AST, loops: int = 0) -> str | None:
