@@ -632,6 +632,34 @@ def test_cost_check_with_threads_calling_one_split_function(decision):
     assert_decided(jitted, decision)
 
 
+@pytest.mark.keras
+def test_cost_check_on_an_adam_step_between_logging_statements(decision):
+    def make():
+        tf.keras.utils.set_random_seed(2)
+        model = tf.keras.Sequential([tf.keras.layers.Dense(4, activation="tanh"), tf.keras.layers.Dense(1)])
+        model.build((None, 3))
+        opt = tf.keras.optimizers.Adam(0.01)  # its slots are made by its first apply_gradients
+        losses = []
+
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x) - y))
+            grads = tape.gradient(loss, model.trainable_variables)
+            losses.append(float(loss))
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+
+        return step, lambda: ([v.numpy() for v in model.variables], [v.numpy() for v in opt.variables], losses[:])
+
+    rng = np.random.default_rng(4)
+    calls = [
+        (tf.constant(rng.normal(size=(5, 3)), tf.float32), tf.constant(rng.normal(size=(5, 1)), tf.float32))
+        for _ in range(16)
+    ]
+    jitted = run_differential(make, calls, min_graph_calls=0)
+    assert_decided(jitted, decision)
+
+
 # ------------------------------------------------------- shapes TF2 users write (passing)
 @pytest.mark.keras
 def test_a_keras_custom_training_loop_with_metrics_logged_every_few_steps():
