@@ -588,6 +588,28 @@ def test_cost_check_on_segments_writing_python_state_read_by_a_handler(decision)
     assert_decided(jitted, decision)
 
 
+def test_cost_check_on_a_segment_that_raises_after_binding_what_its_handler_reads(decision):
+    def make():
+        log = []
+
+        def f(x, limit):
+            scaled = tf.constant(0.0)
+            log.append(float(tf.reduce_max(x)))
+            try:
+                scaled = tf.reduce_sum(x) * 2.0  # bound before the assertion raises
+                tf.debugging.assert_less(scaled, limit)
+                scaled = scaled + 1.0
+            except tf.errors.InvalidArgumentError:
+                log.append(("over", float(scaled)))
+            return scaled
+
+        return f, lambda: list(log)
+
+    calls = [(vec(i), 1000.0 if i % 3 else 5.0) for i in range(30)]
+    jitted = run_differential(make, calls, min_graph_calls=0)
+    assert_decided(jitted, decision)
+
+
 def test_cost_check_switches_the_segments_of_a_suspended_generator(decision):
     def make():
         w = tf.Variable(1.0)
