@@ -41,7 +41,7 @@ from janus.graphgen.generate import generate
 from janus.graphgen.interpreter import is_convertible_entry
 from janus.graphgen.source import location
 from janus.ops import build
-from janus.partial import split_function
+from janus.partial import segment_called, split_function
 from janus.profiler import Profile, observe, profiled_call
 
 log_fallbacks = logs.logger("fallbacks")
@@ -89,6 +89,7 @@ class JitFunction:
         self.__janus_target__ = fn
         self.profile_calls = profile_calls
         self.strict = strict  # raise StrictModeError instead of running imperatively for good
+        self._segment_of: JitFunction | None = None  # the split function this is a segment of
         self.signature = inspect.signature(fn)
         self.params = list(self.signature.parameters)
         self._positional_only_call = all(
@@ -136,6 +137,8 @@ class JitFunction:
             return self.fn(*args, **kwargs)  # tf.config.run_functions_eagerly(True) is honoured
         if getattr(_profiling, "depth", 0):  # inside a profiled call: the caller's graph will hold this call
             return self.fn(*args, **kwargs)
+        if self._segment_of is not None:  # explain(): how many segments the split call ran
+            segment_called(self._segment_of)
         if not self._effectful:
             return self._call(args, kwargs)
         acquired = _HEAP_LOCK.acquire(timeout=HEAP_LOCK_PATIENCE)  # _heap_lock(), inline: on every call

@@ -249,7 +249,7 @@ class _TransparentMode:
 
 def _static_verdict(code: types.CodeType) -> str | None:
     """Why ``code`` is never routed, from the code object alone (None: it may be)."""
-    if is_library_code(code) or code.co_qualname.startswith(split.FACTORY):  # a split function's own parts
+    if is_library_code(code) or split.FACTORY in code.co_qualname.split("."):  # a split function's own parts
         return "library code"
     if code.co_flags & _SKIPPED_FLAGS or code.co_name.startswith("<"):
         return "generator, coroutine, lambda or comprehension"

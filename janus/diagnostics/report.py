@@ -2,7 +2,8 @@
 
 How many calls graphs served, what building cost (graphs, and the C++ ops compiled once), what the
 graphs saved, and why calls ran eagerly, grouped by kind: ``imperative [<refusal kind>]`` for a
-function janus gave up on (``errors.KINDS``), ``guard``/``assertion``/``graph error``/``raises``/
+function janus gave up on (``errors.KINDS``), ``split [<kind>]`` for one whose segments run as
+graphs of their own (``janus.partial``), ``guard``/``assertion``/``graph error``/``raises``/
 ``argument`` for single calls that fell back. Rendered with ``rich`` where it is installed.
 """
 
@@ -44,7 +45,9 @@ def rows(functions: list[JitFunction]) -> list[Row]:
     out = []
     for jf in functions:
         s = jf.stats
-        if jf.imperative_reason is not None:
+        if jf.split is not None:  # its segments' graphs serve it: they have rows of their own
+            status = f"split [{jf.imperative_kind}], {len(jf.split.segments)} segments"
+        elif jf.imperative_reason is not None:
             status = f"imperative [{jf.imperative_kind}]"
         elif s.graph_calls or jf.cache.entries:
             status = "graphs"
@@ -81,8 +84,11 @@ def _headline(table: list[Row], top: list[Reason], ops_seconds: float) -> list[s
     share = f"{100.0 * graph_calls / calls:.1f}%" if calls else "-"
     served = sum(r.status == "graphs" for r in table)
     imperative = sum(r.status.startswith("imperative") for r in table)
+    split = sum(r.status.startswith("split") for r in table)
+    split_text = f", {split} split around what janus cannot convert" if split else ""
     lines = [
-        f"janus: {len(table)} function{'s' * (len(table) != 1)} ({served} served by graphs, {imperative} imperative), "
+        f"janus: {len(table)} function{'s' * (len(table) != 1)} ({served} served by graphs{split_text}, "
+        f"{imperative} imperative), "
         f"{calls} calls, {graph_calls} served by graphs ({share})",
         f"  graph builds {sum(r.build_seconds for r in table):.2f} s, C++ ops (compiled or loaded) "
         f"{ops_seconds:.2f} s, "

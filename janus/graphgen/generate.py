@@ -389,6 +389,8 @@ class _Flattener:
             raise NotConvertible("returns or stores a GradientTape made in the function", loc)
         if any(is_symbolic(leaf) for leaf in tf.nest.flatten(value)):  # a graph tensor must not escape
             raise NotConvertible(f"returns a {type(value).__name__} holding tensors made by the graph", loc)
+        if type(value).__module__.startswith("janus."):  # a def or lambda made while generating, ...
+            raise NotConvertible(f"returns or stores {value!r}, which only the graph's code can call", loc)
         return ("const", value)
 
 

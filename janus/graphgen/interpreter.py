@@ -19,6 +19,7 @@ import inspect
 import operator
 import sys
 import types
+import weakref
 from collections.abc import Callable, Iterator
 
 import gast
@@ -632,6 +633,7 @@ class Interpreter:
         try:
             for item in node.items:
                 manager = self.eval(frame, item.context_expr)
+                _no_eager_tape(manager, "`with`", self.loc(frame, node))
                 if not purity.is_graph_scope(manager):
                     raise NotConvertible(
                         f"context manager {type(manager).__qualname__} is not known to scope only the graph",
@@ -1256,6 +1258,7 @@ class Interpreter:
 
     def call_graph_library(self, callee: object, args: list, kwargs: dict, loc: str) -> object:
         """TensorFlow/Keras on symbolic tensors, in the sandbox that refuses user code."""
+        _no_eager_tape(getattr(callee, "__self__", None), f"{getattr(callee, '__name__', 'a method')}()", loc)
         self.ctx.guard_keras_state(getattr(callee, "__self__", callee), loc)  # opt.apply_gradients, loss_fn(...)
         if purity.implementation_module(callee).startswith(("keras.", "tf_keras.")):
             self.ctx.guard_keras_config(loc)
@@ -1278,6 +1281,8 @@ class Interpreter:
         if unconnected:  # eager's gradient is None there, the graph's may be zeros
             flat = tf.nest.flatten(result)
             result = tf.nest.pack_sequence_as(result, [None if i in unconnected else g for i, g in enumerate(flat)])
+        if isinstance(result, tf.GradientTape):
+            _TAPES_MADE.add(result)
         if callee is tf.TensorArray:
             tensor_arrays.created(result, kwargs)
         elif isinstance(getattr(callee, "__self__", None), tf.TensorArray):
@@ -1550,7 +1555,10 @@ class Interpreter:
         if pynumber.involves(operands):
             return pynumber.operate(op, operands, lambda d: self.ctx.assert_nonzero(d, loc), loc)
         if all(is_plain(v) for v in operands):
-            return op(*operands)
+            try:
+                return op(*operands)
+            except (ArithmeticError, TypeError, ValueError) as err:  # guarded values: such calls all raise it
+                raise RaisesHere(f"{op.__name__} raises {type(err).__name__} on this path", loc) from None
         if not all(is_safe_operand(v) for v in operands):
             raise NotConvertible("operator on a user object", loc)
         return self.ctx.record_call(op.__name__, op, operands, {}, loc)
@@ -1594,6 +1602,17 @@ class Interpreter:
         if isinstance(value, PyObjectRef) and value.cls is list:  # `if batch:` of a list passed by pointer
             return tf.not_equal(self.ctx.heap_len(value, self.loc(frame, node)).tensor, 0)
         return _truth_value(value)
+
+
+# Tapes converted code made while a graph was built: only theirs record the graph's ops.
+_TAPES_MADE: weakref.WeakSet = weakref.WeakSet()
+
+
+def _no_eager_tape(obj: object, use: str, loc: str) -> None:
+    """A tape the caller made (an argument, an attribute) records eager ops: in a graph, its
+    ``watch`` would watch nothing and its ``gradient`` would see none of the graph's ops."""
+    if isinstance(obj, tf.GradientTape) and obj not in _TAPES_MADE:
+        raise NotConvertible(f"{use} of a GradientTape made outside the function (it records eager ops)", loc)
 
 
 def _is_tape_gradient(callee: object) -> bool:

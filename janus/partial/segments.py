@@ -11,10 +11,12 @@ with ``janus.graphgen.source``.
 from __future__ import annotations
 
 import collections
+import contextlib
 import copy
 import dataclasses
 import inspect
 import logging
+import threading
 import types
 
 import gast
@@ -43,6 +45,18 @@ class Segment:
         return f"{lines} (in: {', '.join(self.plan.inputs) or '-'}; out: {', '.join(self.plan.outputs) or '-'})"
 
 
+# Per thread, the split calls running on it, innermost last: [SplitVersion, segment calls so far].
+_running = threading.local()
+
+
+def segment_called(of) -> None:
+    """A call of a segment of jitted function ``of``: counted for the split call of ``of`` running
+    on this thread (a generator's segments, run while another split call iterates it, are not)."""
+    calls = getattr(_running, "calls", None)
+    if calls and calls[-1][0] is of.split:
+        calls[-1][1] += 1
+
+
 @dataclasses.dataclass
 class SplitVersion:
     """The function rewritten around its unconvertible statements, with its segments."""
@@ -60,12 +74,15 @@ class SplitVersion:
     def __call__(self, args: tuple, kwargs: dict) -> object:
         if self.fn.__code__.co_flags & inspect.CO_GENERATOR:
             return self.fn(*args, **kwargs)
-        before = self.segment_runs()
+        running = _running.__dict__.setdefault("calls", [])
+        call = [self, 0]
+        running.append(call)
         try:
             return self.fn(*args, **kwargs)
         finally:
-            self.last_segments = self.segment_runs() - before
-            self.segments_per_call[self.last_segments] += 1
+            running.pop()
+            self.last_segments = call[1]
+            self.segments_per_call[call[1]] += 1
 
     def segment_runs(self) -> int:
         """Calls of its segments so far, graph-served or not."""
@@ -101,6 +118,10 @@ def split_function(jf, reason: str, where: str, kind: str) -> SplitVersion | Non
             return None
         # a generator splits around its yields (statements holding one stay Python, split.py)
         node = gast.gast_to_ast(copy.deepcopy(function_ast(code)))
+        reader = split.observes_frame(node)
+        if reader is not None:
+            log.debug("janus: %s is not split: it reads its own locals (%s)", fn.__qualname__, reader)
+            return None
         planned = split.plan(node, code, set() if line is None else {line})
         if not planned.segments:
             return None
@@ -172,8 +193,9 @@ def _build(jf, planned: split.Plan, where: str, kind: str, reason: str, depth: i
     fn = jf.fn
     code = fn.__code__
     module = compile(planned.module(code.co_freevars), code.co_filename, "exec")
-    factory = next(c for c in module.co_consts if isinstance(c, types.CodeType) and c.co_name == split.FACTORY)
-    inner = {c.co_name: c for c in factory.co_consts if isinstance(c, types.CodeType)}
+    factory = _code_named(module, split.FACTORY)
+    # named as the user's function: log records (funcName) and tracebacks say its name, not janus's
+    inner = {c.co_name: c.replace(co_name=code.co_name) for c in factory.co_consts if isinstance(c, types.CodeType)}
     cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
     cells[split.LOCALS_AT] = types.CellType(_locals_at)
 
@@ -194,12 +216,23 @@ def _build(jf, planned: split.Plan, where: str, kind: str, reason: str, depth: i
             seg_jit.cost_probe = CostProbe()
         cells[seg.name] = seg_jit.caller = types.CellType(seg_jit)  # holds seg_fn itself once too small
         segments.append(Segment(seg, seg_jit))
-    new = make(inner[code.co_name], fn.__name__, fn.__defaults__)
+    new = make(inner[planned.function.name], fn.__name__, fn.__defaults__)
     new.__kwdefaults__ = dict(fn.__kwdefaults__) if fn.__kwdefaults__ else None
     new.__qualname__ = fn.__qualname__
     new.__doc__ = fn.__doc__
     register_ast(new.__code__, gast.ast_to_gast(planned.function))
     return SplitVersion(new, segments, where, kind, reason, planned.python_lines)
+
+
+def _code_named(code: types.CodeType, name: str) -> types.CodeType:
+    """The code object called ``name`` within ``code`` (the factory, maybe in a class body)."""
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            if const.co_name == name:
+                return const
+            with contextlib.suppress(LookupError):
+                return _code_named(const, name)
+    raise LookupError(name)
 
 
 def _lines(seg: split.SegmentPlan) -> str:

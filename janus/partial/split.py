@@ -12,9 +12,10 @@ run of statements that may go to a graph becomes ``(outs) = _janus_seg_k(ins)``:
   locals (it would read the segment's copies), ``locals()``/``eval``/``super()``, and a read of
   a local that may be unbound there (``return expr`` is first split into ``_janus_return = expr``
   and ``return _janus_return``, so the expression can go to a graph);
-* ins: the locals the run reads before it binds them, all bound before it; outs: the locals it
-  binds that are read anywhere else in the function (or, in a loop, by the run itself at its next
-  turn), all bound when it ends (a run that may leave one unbound stays Python).
+* ins: the locals the run reads before it binds them, and the outs it may leave as they were (bound
+  in one branch only), all bound before it; outs: the locals it binds that are read (or deleted)
+  anywhere else in the function (or, in a loop, by the run itself at its next turn), all bound when
+  it ends (a run that may leave one unbound stays Python).
 
 A segment inside a ``try`` or ``with`` body (where an exception may be caught and the function go
 on) restores, when it raises, the outs its eager run had bound before the raise, from the
@@ -38,6 +39,7 @@ FACTORY = "_janus_factory"
 COMPOUND = (ast.If, ast.For, ast.While, ast.With, ast.Try) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 INTROSPECTIVE = {"locals", "vars", "dir", "eval", "exec", "super"}
+FRAME_READERS = {"locals", "vars", "dir", "eval", "exec"}
 
 
 @dataclasses.dataclass
@@ -63,10 +65,12 @@ class Plan:
     function: ast.FunctionDef  # the rewritten function (no decorators, defaults or annotations)
     segments: list[SegmentPlan]
     python_lines: list[int]  # statements kept in Python (other than trivial ones)
+    owner: str = ""  # the class the original's `__x` names were mangled by ('' where none)
 
     def module(self, freevars: tuple[str, ...]) -> ast.Module:
         """``def _janus_factory(<freevars>, <segments>, _janus_locals_at)`` holding the rewritten
-        function and the segment functions: compiled, their free variables are the original's."""
+        function and the segment functions: compiled, their free variables are the original's.
+        Inside a class named as the original's owner, ``self.__x`` is mangled as it was."""
         params = [*freevars, *(s.name for s in self.segments), LOCALS_AT]
         factory = ast.FunctionDef(
             name=FACTORY,
@@ -78,7 +82,35 @@ class Plan:
         )  # fmt: skip
         ast.copy_location(factory, self.function)
         module = ast.Module(body=[factory], type_ignores=[])
+        if self.owner:
+            module = ast.parse(f"class {self.owner}:\n    pass\n")
+            module.body[0].body = [factory]
+            ast.copy_location(module.body[0], self.function)
         return ast.fix_missing_locations(module)
+
+
+def class_of(code: types.CodeType) -> str:
+    """The class by which Python's compiler mangled the ``__x`` names of ``code`` ('' where none):
+    the innermost class around it, as its qualified name says (``C.f.<locals>.g``: ``C``)."""
+    parts = code.co_qualname.split(".")
+    i = len(parts) - 2  # the function's own name is last
+    while i >= 0 and parts[i] == "<locals>":
+        i -= 2  # a function's locals: the function before "<locals>" is no class
+    return parts[i] if i >= 0 else ""
+
+
+def mangle(name: str, owner: str) -> str:
+    """``name`` as the compiler writes it in class ``owner`` (``__x`` -> ``_C__x``)."""
+    if not owner.strip("_") or not name.startswith("__") or name.endswith("__"):
+        return name
+    return f"_{owner.lstrip('_')}{name}"
+
+
+def _demangled(names_: tuple[str, ...], owner: str) -> set[str]:
+    """``names_`` (of a code object) as the source spells them: ``_C__x`` is also ``__x``."""
+    stripped = owner.lstrip("_")
+    prefix = f"_{stripped}__"
+    return set(names_) | ({n[len(stripped) + 1 :] for n in names_ if n.startswith(prefix)} if stripped else set())
 
 
 # ---------------------------------------------------------------------------------- names
@@ -99,6 +131,8 @@ class _Names(ast.NodeVisitor):
             self.loads[node.id] += 1
         else:
             self.stores.add(node.id)
+        if isinstance(node.ctx, ast.Del):  # `del x` needs x bound: a segment that binds x hands it out
+            self.loads[node.id] += 1
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         if isinstance(node.target, ast.Name):
@@ -184,6 +218,18 @@ def _own_walk(node: ast.AST):
         if isinstance(child, ast.Lambda):
             continue
         yield from _own_walk(child)
+
+
+def observes_frame(node: ast.FunctionDef) -> str | None:
+    """The builtin by which ``node``'s own code reads its frame's locals (``locals()``, ``vars()``,
+    ``dir()``, ``eval``, ``exec``), or None. Such a function is not split: its frame would hold
+    the segments' names and miss what the segments bound but no statement names."""
+    for stmt in node.body:
+        for n in _own_walk(stmt):
+            reader = n.func.id if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) else None
+            if reader in FRAME_READERS and (reader in ("eval", "exec") or not (n.args or n.keywords)):
+                return reader
+    return None
 
 
 def _escapes(node: ast.AST, loops: int = 0) -> str | None:
@@ -347,8 +393,9 @@ class _Splitter:
     def __init__(self, node: ast.FunctionDef, code: types.CodeType, bad: set[int]) -> None:
         self.bad = bad
         self.prefix = node.name if node.name.startswith(SEGMENT_DEF) else SEGMENT_DEF  # names never clash
-        self.locals = set(code.co_varnames) | set(code.co_cellvars) | {RETURN}
-        self.cellvars = set(code.co_cellvars)
+        self.owner = class_of(code)
+        self.locals = _demangled(code.co_varnames, self.owner) | _demangled(code.co_cellvars, self.owner) | {RETURN}
+        self.cellvars = _demangled(code.co_cellvars, self.owner)
         own = [n for stmt in node.body for n in _own_walk(stmt)]
         self.declared = {name for n in own if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
         nested_nonlocals = {name for n in ast.walk(node) if isinstance(n, ast.Nonlocal) for name in n.names}
@@ -443,8 +490,11 @@ class _Splitter:
             return run
         inner = names(*run)
         stores = sorted(inner.stores & self.locals)
-        inputs = sorted(flow(run, frozenset())[1] & self.locals)
+        binds, reads = flow(run, frozenset())
+        inputs = sorted(reads & self.locals)
         outputs = [n for n in stores if self.loads[n] > inner.loads[n] or (in_loop and n in inputs)]
+        # an out the run may leave as it was (bound in one branch, in a handler): it comes in too
+        inputs = sorted({*inputs, *(n for n in outputs if n not in binds)})
         held = {
             (_key(w), n)
             for s in run
@@ -489,7 +539,10 @@ class _Splitter:
             call = f"({', '.join(plan.outputs)},) = {call}"
         text = call
         if plan.guarded:
-            restore = "".join(f"    if {n!r} in _janus_done:\n        {n} = _janus_done[{n!r}]\n" for n in plan.outputs)
+            compiled = {n: mangle(n, self.owner) for n in plan.outputs}  # the frames' locals' names
+            restore = "".join(
+                f"    if {c!r} in _janus_done:\n        {n} = _janus_done[{c!r}]\n" for n, c in compiled.items()
+            )
             text = (
                 f"try:\n    {call}\nexcept BaseException as _janus_exc:\n"
                 f"    _janus_done = {LOCALS_AT}(_janus_exc, {plan.name})\n{restore}    raise\n"
@@ -522,7 +575,7 @@ def plan(node: ast.FunctionDef, code: types.CodeType, bad_lines: set[int]) -> Pl
     A context manager bound by ``with ... as name`` never leaves a segment (a graph cannot return
     a ``tf.GradientTape``): where one would, the ``with`` is kept Python and the plan is redone."""
     body = _split_returns(node.body, bad_lines)
-    params = frozenset(code.co_varnames[: code.co_argcount + code.co_kwonlyargcount])
+    params = frozenset(_demangled(code.co_varnames[: code.co_argcount + code.co_kwonlyargcount], class_of(code)))
     params |= {a.arg for a in (node.args.vararg, node.args.kwarg) if a is not None}
     force: set[tuple[int, int]] = set()
     while True:
@@ -541,4 +594,4 @@ def plan(node: ast.FunctionDef, code: types.CodeType, bad_lines: set[int]) -> Pl
     function = ast.FunctionDef(name=node.name, args=args, body=new_body, decorator_list=[], returns=None)
     ast.copy_location(function, node)
     function.end_lineno = node.end_lineno
-    return Plan(function, splitter.segments, sorted(set(splitter.python_lines)))
+    return Plan(function, splitter.segments, sorted(set(splitter.python_lines)), class_of(code))
