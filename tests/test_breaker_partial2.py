@@ -493,7 +493,7 @@ def test_sum_of_a_generator_expression_of_tensors_between_breaks():
 
 # ------------------------------------------------------- the cost check
 # The probe runs a segment's first warm calls eagerly, interleaved with graph calls, then keeps
-# the faster. Which is faster depends on the machine: `decision` fixes it (the medians it reads),
+# the faster. Which is faster depends on the machine: `decision` fixes it (the times it reads),
 # so both ways are tested, with eager's answers on the probe's calls and on every call after.
 
 
@@ -502,7 +502,11 @@ def decision(request, monkeypatch):
     """The cost check on, its verdict fixed: every segment goes back to Python, or none does."""
     monkeypatch.setattr(janus.config, "segment_cost_check", True)
     medians = (1.0, 0.0) if request.param == "python" else (0.0, 1.0)  # (graph, eager) seconds
-    monkeypatch.setattr(cost.CostProbe, "medians", lambda self: medians)
+    monkeypatch.setattr(cost.CostProbe, "fastest", lambda self: medians)
+    # three samples a side and under tapes too: every probe here finishes within the calls made,
+    # so both verdicts are exercised wherever a segment could be probed
+    monkeypatch.setattr(cost.CostProbe.__init__, "__defaults__", (3,))
+    monkeypatch.setattr(cost.CostProbe, "fair_now", staticmethod(lambda: True))
     return request.param
 
 
@@ -904,7 +908,10 @@ def test_a_watch_inside_a_tape_block_that_holds_a_break():
 
     jitted = run_differential(make, [(vec(i) * 0.1,) for i in range(CALLS)], min_graph_calls=0)
     segments_served(jitted)
-    assert "GradientTape made outside the function" in janus.explain(jitted)
+    # tape.watch(x) reads the tape of a `with` kept in Python: it stays Python too (split.py), where
+    # a graph of it had watched its own placeholder (None gradients) or been refused
+    text = janus.explain(jitted)
+    assert "build failed" not in text and "897" not in text.split("segment 1:")[-1].split("\n")[0], text
 
 
 # ------------------------------------------------------- janus.report() of a split function

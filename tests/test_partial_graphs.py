@@ -362,3 +362,26 @@ def test_a_loop_over_a_dataset_janus_does_not_convert():
 
     jitted = run_differential(make, [(tf.constant(float(n)),) for n in range(CALLS)], min_graph_calls=0)
     segments_served(jitted, 3)
+
+
+def test_equal_segment_code_objects_keep_their_own_registered_sources():
+    """Two splits of one function compile equal code objects (code compares by value): each must
+    find its own AST, also after the other died (a WeakKeyDictionary shared one entry, and the
+    first code's death dropped the second's: its segment then read the whole function)."""
+    import gc
+
+    import gast
+
+    from janus.graphgen import source
+
+    text = "def seg(a):\n    return a + 1\n"
+    first = compile(text, "<janus-test>", "exec").co_consts[0]
+    second = compile(text, "<janus-test>", "exec").co_consts[0]
+    assert first == second and first is not second
+    node_a, node_b = gast.parse(text).body[0], gast.parse(text).body[0]
+    source.register_ast(first, node_a)
+    source.register_ast(second, node_b)
+    assert source.function_ast(first) is node_a and source.function_ast(second) is node_b
+    del first
+    gc.collect()
+    assert source.function_ast(second) is node_b

@@ -14,19 +14,30 @@ import gast
 from janus.graphgen.errors import NotConvertible
 
 # Functions janus generated itself (the segments of a split function, janus/partial): no file
-# holds their source, so their gast is registered here, keyed by their code object.
-_generated: weakref.WeakKeyDictionary[types.CodeType, gast.FunctionDef] = weakref.WeakKeyDictionary()
+# holds their source, so their gast is registered here, by the code object's identity. Not a
+# WeakKeyDictionary: code objects compare by value, so the segments of two splits of the same
+# function shared one entry, and the first one's death removed the second's AST.
+_generated: dict[int, tuple[weakref.ref, gast.FunctionDef]] = {}
 
 
 def register_ast(code: types.CodeType, node: gast.FunctionDef) -> None:
     """Makes ``function_ast(code)`` return ``node`` (line numbers as in the user's file)."""
-    _generated[code] = node
+    key = id(code)
+    _generated[key] = (weakref.ref(code, lambda _ref, key=key: _forget(key, _ref)), node)
+
+
+def _forget(key: int, ref: weakref.ref) -> None:
+    entry = _generated.get(key)
+    if entry is not None and entry[0] is ref:
+        del _generated[key]
 
 
 def function_ast(code: types.CodeType) -> gast.FunctionDef:
     """The gast ``FunctionDef`` of ``code``: as registered (``register_ast``), or read from its file."""
-    node = _generated.get(code)
-    return node if node is not None else _function_ast_from_source(code)
+    entry = _generated.get(id(code))
+    if entry is not None and entry[0]() is code:
+        return entry[1]
+    return _function_ast_from_source(code)
 
 
 @functools.cache
