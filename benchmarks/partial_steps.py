@@ -378,9 +378,11 @@ def _check_and_warm(programs: dict, batches: list, history: Callable[[str], obje
 
 
 def _segments(jitted) -> dict:
-    """The split's shape from ``janus.stats``: segment calls per call of the step."""
+    """How janus serves the step, from ``janus.stats``: split (segment calls) or one graph with the
+    statements run after it (graph calls); graphs must serve calls either way."""
     stats = janus.stats(jitted)
-    assert stats["split_calls"] > 0 and stats["segment_calls"] > 0, janus.explain(jitted)
+    split = stats["split_calls"] > 0 and stats["segment_calls"] > 0
+    assert split or stats["graph_calls"] > 0, janus.explain(jitted)
     return stats
 
 
@@ -405,6 +407,8 @@ def _run(name: str, programs: dict, batches: list, history: Callable[[str], obje
         **{f"janus_over_{k}": m.ratio("janus", k) for k in hands},
         "first_calls_seconds": {"steps": CHECK_STEPS, **first},
         "segment_calls_per_step": (after["segment_calls"] - before["segment_calls"]) / calls,
+        "graph_calls_per_step": (after["graph_calls"] - before["graph_calls"]) / calls,
+        "statements_run_later": text.count("runs in Python after the graph"),
         "segments_too_small": text.count("[too small]"),  # run as Python after the segment cost check
         "janus_stats": after,
         "explain": text,
@@ -465,7 +469,9 @@ def summary(result: dict) -> str:
         lines += [
             f"{r['name']}: ms/step {ms}",
             f"  janus ÷ eager {r['janus_over_eager']:.2f}×, janus ÷ {r['best_hand']} {r['janus_over_best_hand']:.2f}× "
-            f"(target {'met' if met else 'missed'}); split_calls {s['split_calls']}, segment_calls "
+            f"(target {'met' if met else 'missed'}); graph_calls {s['graph_calls']} "
+            f"({r['graph_calls_per_step']:.1f} a step), statements run after the graph "
+            f"{r['statements_run_later']}; split_calls {s['split_calls']}, segment_calls "
             f"{s['segment_calls']} ({r['segment_calls_per_step']:.1f} a step); segments too small "
             f"{r['segments_too_small']}; first {CHECK_STEPS} calls (s): {first}",
         ]

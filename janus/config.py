@@ -47,6 +47,10 @@ class Config:
         partial_graphs: a function janus cannot convert whole runs split at statement level
             (``janus.partial``): the runs of statements around what it cannot convert are served by
             graphs of their own, the rest runs in Python (off: the whole function runs imperatively).
+        later_statements: a refused statement whose result only Python uses (``.numpy()`` for a
+            metric, a scikit-learn call, a log line) runs in Python after the whole graph, on the
+            values it read, where janus can show that nothing between sees the difference
+            (``janus.graphgen.later``); otherwise, or off, the function runs split.
         segment_cost_check: a segment's first warm graph calls alternate with eager runs of its
             statements, and a segment whose graph call is the slower (one or two ops between Python
             statements) runs as plain Python from then on (off: every segment keeps its graph).
@@ -72,6 +76,7 @@ class Config:
     rediscovery_seconds: float = 0.5
     strict: bool = False
     partial_graphs: bool = True
+    later_statements: bool = True
     segment_cost_check: bool = True
 
     def __setattr__(self, name: str, value: object) -> None:

@@ -36,12 +36,13 @@ from janus.executor.cache import GraphCache
 from janus.executor.cost import CostProbe
 from janus.executor.runner import AssumptionFailed, GraphRunner
 from janus.executor.stats import Stats
+from janus.graphgen import later
 from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConvertible, RaisesHere, StrictModeError
 from janus.graphgen.generate import generate
 from janus.graphgen.interpreter import is_convertible_entry
 from janus.graphgen.source import location
 from janus.ops import build
-from janus.partial import segment_called, split_function
+from janus.partial import segment_called, split_function, statement_line
 from janus.profiler import Profile, observe, profiled_call
 
 log_fallbacks = logs.logger("fallbacks")
@@ -122,6 +123,9 @@ class JitFunction:
         self._said_over_budget = False
         self._exact_shapes = False
         self._broadcast_done = False
+        self._later_lines: set[int] = set()  # statements of its body run after the graph (graphgen.later)
+        self._later_first: NotConvertible | None = None  # the refusal that made it try them
+        self._later_off = False  # tried and refused: its refusals split it, as before
 
     def __get__(self, instance: object, owner: type | None = None) -> object:
         if instance is None:
@@ -451,7 +455,10 @@ class JitFunction:
             try:
                 specs = self._specs()
                 with _progress(self.fn.__qualname__):
-                    graph = generate(self.fn, self.params, specs, self.profile, self.failures.__getitem__)
+                    graph = generate(
+                        self.fn, self.params, specs, self.profile, self.failures.__getitem__,
+                        frozenset(self._later_lines),
+                    )  # fmt: skip
             except NeedsStaticShape as err:
                 log_breaks.debug("%s: %s; building again with exact shapes", self.fn.__qualname__, err)
                 if self._exact_shapes:
@@ -476,7 +483,10 @@ class JitFunction:
                 if self._unpoint_lists(specs, err):
                     log_breaks.debug("%s: %s; building again with list items one by one", self.fn.__qualname__, err)
                     continue
-                self._go_imperative(err.reason, err.location, err.kind, splittable=True)
+                if self._run_later(err):
+                    continue
+                first, self._later_first = self._later_first or err, None
+                self._go_imperative(first.reason, first.location, first.kind, splittable=True)
                 return
             except GenerationError as err:
                 if self._constant_flags(err):
@@ -523,6 +533,28 @@ class JitFunction:
         except Exception as err:  # a full disk, or a bug in the dump: never the user's result
             log_builds.warning("%s: could not dump graph %d to %s: %s: %s", self.fn.__qualname__,
                                self.stats.graphs_built, config.dump_dir, type(err).__name__, err)  # fmt: skip
+
+    def _run_later(self, err: NotConvertible) -> bool:
+        """Whether the next build runs the statement that refused after the graph, in Python
+        (``janus.graphgen.later``). Once such a build refuses for a reason of its own, the function
+        is split at the first refusal, as without it."""
+        if self._later_off or not config.later_statements or self.strict or config.strict:
+            return False
+        line = None
+        if err.kind not in (later.KIND, "source", "argument") and distributed.horovod() is None:
+            line = statement_line(self, err.location) if err.location else None
+        if line is not None and not later.may_run_later(self.fn.__code__, line):
+            line = None  # a `return`, a compound statement: nothing to try
+        if line is None or line in self._later_lines or len(self._later_lines) >= MAX_LATER_STATEMENTS:
+            if self._later_lines:
+                log_breaks.debug("%s: statements run after the graph refused: %s", self.fn.__qualname__, err)
+            self._later_off = True
+            self._later_lines.clear()
+            return False
+        log_breaks.debug("%s: %s; building again with line %d run after the graph", self.fn.__qualname__, err, line)
+        self._later_first = self._later_first or err
+        self._later_lines.add(line)
+        return True
 
     def _constant_flags(self, err: NotConvertible | GenerationError | _FlagsFailed) -> bool:
         """Bools fed at run time (train/eval flags) in a build that failed: the next build takes
@@ -580,6 +612,7 @@ class JitFunction:
         )  # fmt: skip
 
 
+MAX_LATER_STATEMENTS = 8  # refused statements of one function run after its graph, at most
 _GENERATOR = "a generator function: its body runs while the caller iterates, one statement at a time"
 
 

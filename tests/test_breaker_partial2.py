@@ -27,6 +27,14 @@ from test_partial_generators import lockstep
 import janus
 from janus.executor import cost
 
+
+@pytest.fixture(autouse=True)
+def split_only():
+    """These programs test the split itself: no statement runs after a whole graph instead
+    (``janus.graphgen.later``; tests/test_later_statements.py runs such programs that way)."""
+    janus.config.later_statements = False
+
+
 CALLS = 12
 
 

@@ -1,6 +1,7 @@
-"""[partial] Small versions of the two steps of ``benchmarks/partial_steps.py``, run split under janus and
-compared with eager after every call (results, printed text and warnings, weights, optimizer state,
-Python history): a detection-style step that materialises its predictions with ``.numpy()`` inside the
+"""[partial] Small versions of the two steps of ``benchmarks/partial_steps.py``, run under janus (split,
+or for classification also as one graph with the metrics run after it) and compared with eager after
+every call (results, printed text and warnings, weights, optimizer state, Python history): a
+detection-style step that materialises its predictions with ``.numpy()`` inside the
 tape to assign targets in NumPy, and a classification step that computes scikit-learn metrics on
 ``.numpy()`` predictions inside the tape."""
 
@@ -106,7 +107,9 @@ def test_detection_step_assigning_targets_in_numpy_inside_the_tape():
 
 
 @pytest.mark.keras
-def test_classification_step_with_scikit_learn_metrics_inside_the_tape():
+@pytest.mark.parametrize("later", [True, False], ids=["metrics_after_the_graph", "split"])
+def test_classification_step_with_scikit_learn_metrics_inside_the_tape(later):
+    janus.config.later_statements = later
     sklearn_datasets = pytest.importorskip("sklearn.datasets")
     from sklearn.metrics import accuracy_score, f1_score
 
@@ -137,4 +140,9 @@ def test_classification_step_with_scikit_learn_metrics_inside_the_tape():
         return train_step, lambda: [history, *(v.numpy() for v in [*model.trainable_variables, *opt.variables])]
 
     jitted = run_differential(make, calls, min_graph_calls=0)
-    served_split(jitted, calls[0], 2)  # forward and update (and the loss, unless it stays Python)
+    if not later:
+        served_split(jitted, calls[0], 2)  # forward and update (and the loss, unless it stays Python)
+        return
+    stats, text = janus.stats(jitted), janus.explain(jitted)  # one graph, the metrics run after it
+    assert stats["graph_calls"] >= CALLS - 3 and stats["split_calls"] == 0, text
+    assert text.count("runs in Python after the graph") == 3, text

@@ -12,6 +12,13 @@ import janus
 
 
 @pytest.fixture(autouse=True)
+def split_only():
+    """These programs test the split itself: no statement runs after a whole graph instead
+    (``janus.graphgen.later``; tests/test_later_statements.py runs such programs that way)."""
+    janus.config.later_statements = False
+
+
+@pytest.fixture(autouse=True)
 def segments_keep_their_graphs(monkeypatch):
     """Small segments, which the cost check could run eagerly (test_segment_cost.py tests it)."""
     monkeypatch.setattr(janus.config, "segment_cost_check", False)

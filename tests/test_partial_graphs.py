@@ -11,6 +11,14 @@ from differential import run_differential
 
 import janus
 
+
+@pytest.fixture(autouse=True)
+def split_only():
+    """These programs test the split itself: no statement runs after a whole graph instead
+    (``janus.graphgen.later``; tests/test_later_statements.py runs such programs that way)."""
+    janus.config.later_statements = False
+
+
 CALLS = 10  # the function profiles 3 calls, then its segments 3 each, a segment split again 3 more
 
 

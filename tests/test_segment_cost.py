@@ -3,11 +3,19 @@ runs as plain Python after its first warm calls were timed against eager runs; a
 work keeps its graph. Either way every call gives eager's answer."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from differential import run_differential
 
 import janus
 from janus.executor.cost import CostProbe
+
+
+@pytest.fixture(autouse=True)
+def split_only():
+    """These programs test the split itself: no statement runs after a whole graph instead
+    (``janus.graphgen.later``; tests/test_later_statements.py runs such programs that way)."""
+    janus.config.later_statements = False
 
 
 def test_a_one_op_segment_per_loop_turn_goes_back_to_python_with_eager_answers():

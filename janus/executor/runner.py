@@ -30,7 +30,7 @@ class AssumptionFailed(Exception):
 class GraphRunner:
     __slots__ = (
         "graph", "_name", "_attrs", "_call_options", "_num_inputs", "_num_outputs", "_unpack", "_concrete", "_commit",
-        "_stores", "_effects", "_snapshot", "warm",
+        "_stores", "_effects", "_snapshot", "_later", "_saver", "warm",
     )  # fmt: skip
 
     def __init__(self, graph: GeneratedGraph) -> None:
@@ -47,6 +47,8 @@ class GraphRunner:
         self._commit = graph.commit
         self._stores = graph.store_factory
         self._snapshot = graph.snapshot
+        self._later = graph.later_snapshot  # put back when a statement run after the graph raises
+        self._saver = VariableSaver((*self._snapshot, *self._later))
         self._effects = bool(graph.state_writes) or graph.commit is not None or graph.store_factory is not None
         self.warm = False  # the first call instantiates and optimises the function: part of its build
 
@@ -60,7 +62,8 @@ class GraphRunner:
         return self._run(flat, args)
 
     def _run(self, flat: list, args: tuple) -> object:
-        saved = [v.read_value() for v in self._snapshot]  # copy-on-write: copied when updated
+        saved = self._saver.save()
+        later_saved = saved[len(self._snapshot) :]
         try:
             if record.could_possibly_record():
                 ctx = context.context()
@@ -85,8 +88,50 @@ class GraphRunner:
             self._stores.finish(commit=True)
         result, values = self._unpack(outputs, args)
         if self._commit is not None:  # then the heap writes of the fast path, in program order
-            self._commit(values, *args)
+            if self._later:
+                self._commit_or_restore(values, args, later_saved)
+            else:
+                self._commit(values, *args)
         return result
+
+    def _commit_or_restore(self, values: list, args: tuple, saved: list) -> None:
+        """The commit of a graph with statements run after it (janus.graphgen.later): where one
+        raises, the variables the graph updated after it are put back, as eager never got there."""
+        try:
+            self._commit(values, *args)
+        except BaseException:
+            for variable, value in zip(self._later, saved):
+                variable.assign(value)
+            raise
+
+
+class VariableSaver:
+    """The values of some variables before a call, read in one function call (an eager
+    ``read_value`` costs two ops each). The values share the variables' buffers until the graph
+    updates them, which then copies them (copy-on-write): a variable the call does not update
+    costs nothing more."""
+
+    __slots__ = ("variables", "_reader", "_name", "_captures", "_count")
+
+    def __init__(self, variables: tuple) -> None:
+        self.variables = variables
+        self._count = len(variables)
+        if not variables:
+            return
+        reader = tf.function(
+            lambda: [tf.raw_ops.ReadVariableOp(resource=v.handle, dtype=v.dtype) for v in variables],
+            autograph=False,
+        ).get_concrete_function()
+        name = reader._inference_function.name  # noqa: SLF001 - the lean call path, as GraphRunner's
+        self._name = name.decode() if isinstance(name, bytes) else name
+        self._captures = list(reader.captured_inputs)
+        self._reader = reader  # the eager context keeps the function only while it lives
+
+    def save(self) -> list:
+        if not self._count:
+            return []
+        ctx = context.context()
+        return pywrap_tfe.TFE_Py_Execute(ctx._handle, None, self._name, self._captures, (), self._count)
 
 
 def _call_options(options: FunctionCallOptions, recursive: bool) -> FunctionCallOptions:

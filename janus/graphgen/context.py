@@ -58,6 +58,12 @@ class GenerationContext:
         self._heap_containers: set[int] = set()
         self._paths: dict[int, Source] = {}  # id(guarded object) -> a source that re-reads it
         self.heap = HeapLog()
+        self.top_code: types.CodeType | None = None  # the function being built (not those it inlines)
+        self.later_lines: frozenset[int] = frozenset()  # its statements the driver asks to run later
+        self.later_count = 0  # statements logged to run after the graph (janus.graphgen.later)
+        self.later_marks: list[int] = []  # the graph's op count at each of them
+        self.later_mutables: set[int] = set()  # ids of the containers they can reach
+        self.read_ids: set[int] = set()  # ids of the heap objects and argument containers the graph read
         self._origins: dict[int, Source] = {}  # id(heap snapshot or argument container) -> its source
         self._views: dict[int, object] = {}  # id(heap list/dict) -> its local view in this generation
         self.store_factory: pyheap.StoreFactory | None = None  # set when the graph uses the heap ops
@@ -152,6 +158,7 @@ class GenerationContext:
         ``profiled`` is the profile's key for this read (code, line, chain): a Python
         scalar that kept changing while profiled is not specialised on.
         """
+        self.read_ids.add(id(value))
         what = source.describe()
         key = f"{what}@{loc}"
         keeps_changing = profiled is not None and self._varied(profiled) or self.failures(key) >= config.max_failures
@@ -338,6 +345,7 @@ class GenerationContext:
 
     def register_argument_container(self, container: object, source: Source) -> None:
         """A list or dict argument: a container on the heap may be this very object (aliasing)."""
+        self.read_ids.add(id(container))
         self._argument_containers.append((source, container))
 
     def _argument_alias(self, value: object, source: Source, loc: str) -> object | None:
@@ -564,6 +572,17 @@ class GenerationContext:
         for value in (*args, *kwargs.values()):
             self._check_storable(value, loc)
         self.heap.log(Write("call", fn, None, None, (args, kwargs), loc))
+
+    def log_later(self, fn: Callable, values: tuple, loc: str, mutables: set[int]) -> None:
+        """Logs a statement that runs after the graph (``janus.graphgen.later``): ``fn(D, *values)``
+        with the values materialised, in program order with the heap writes."""
+        self._check_straight_line(loc)
+        for value in values:
+            self._check_storable(value, loc)
+        self.later_marks.append(len(tf.compat.v1.get_default_graph().get_operations()))
+        self.later_count += 1
+        self.later_mutables |= mutables
+        self.heap.log(Write("statement", fn, None, None, (values, {}), loc))
 
     def _check_storable(self, value: object, loc: str) -> None:
         if isinstance(value, (list, tuple)):

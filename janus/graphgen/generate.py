@@ -30,7 +30,7 @@ from janus.assumptions.specs import (
     SeqArg,
     TensorArg,
 )
-from janus.graphgen import datasets
+from janus.graphgen import datasets, later
 from janus.graphgen.batch_lists import BatchList
 from janus.graphgen.context import GenerationContext, LateRead
 from janus.graphgen.control_flow import TensorList
@@ -74,6 +74,7 @@ class GeneratedGraph:
     state_writes: int
     ops_before_writes: frozenset[str]  # an op among these that raises leaves TF state untouched (after a restore)
     snapshot: tuple  # variables the runner saves before a call and puts back if an op raises
+    later_snapshot: tuple  # variables it saves and puts back if a statement run after the graph raises
     recursive: bool  # calls recursive graph functions (JanusInvoke)
     build_seconds: float
     notes: list[str]
@@ -102,9 +103,13 @@ def generate(
     specs: list[ArgSpec],
     profile: Profile,
     failures: Callable[[str], int] = lambda key: 0,
+    later_lines: frozenset[int] = frozenset(),
 ) -> GeneratedGraph:
+    """The graph of ``func`` specialised on ``specs``; ``later_lines``: statements of its body to
+    run in Python after the graph (``janus.graphgen.later``)."""
     started = time.perf_counter()
     ctx = GenerationContext(profile, f"{func.__name__}__janus", [f"a{i}" for i in range(len(params))], failures)
+    ctx.top_code, ctx.later_lines = func.__code__, later_lines
     loc = location(func.__code__)
     signature: list[tf.TensorSpec] = []
     flat_inputs: list[Source | str] = []
@@ -118,6 +123,7 @@ def generate(
     fallible_after_writes: set[str] = set()  # ops after it that may raise
     snapshot_resources: list[tf.Tensor] = []  # resources updated before an op that may raise
     unordered: list[tf.Tensor] = []  # resources an update may have changed when an assertion fails
+    tail: list[tf.Tensor] = []  # resources updated after a statement that runs later (later.py)
 
     def driver(*placeholders: tf.Tensor) -> list[tf.Tensor]:
         feed = iter(placeholders)
@@ -131,6 +137,8 @@ def generate(
         template.append(flatten(result, loc))
         ctx.check_shared_iteration()
         graph = tf.compat.v1.get_default_graph()
+        if ctx.later_count:
+            tail.extend(later.tail_resources(graph, ctx))
         keep_fallible(graph, outputs)
         unordered.extend(unordered_resources(order_state_writes(graph, ctx.assert_ops)))
         first_write = order_writes_after_earlier_ops(graph)
@@ -166,6 +174,14 @@ def generate(
     prepare = ctx.guards.compile(len(params), flat_inputs + captures)
     commit = ctx.heap.compile(len(params), ctx.guards.namespace, lambda i: f"V[{i}]", ctx.const)
     writes = sum(1 for op in concrete.graph.get_operations() if is_state_write(op))
+    try:
+        later_snapshot = _variables_of(concrete, tail)
+    except _Unmapped:
+        raise NotConvertible(
+            "TF state janus cannot save and put back (not a variable) is updated after a statement run later",
+            ctx.heap.writes[0].location,
+            later.KIND,
+        ) from None
     try:  # the updates before an op that may raise are saved and put back by the runner
         snapshot = _variables_of(concrete, snapshot_resources + unordered)
         updated_first = tuple(v.name for v in _variables_of(concrete, unordered))
@@ -202,6 +218,7 @@ def generate(
         state_writes=writes,
         ops_before_writes=frozenset(recoverable),
         snapshot=snapshot,
+        later_snapshot=later_snapshot,
         recursive=bool(ctx.recursive_functions),
         build_seconds=time.perf_counter() - started,
         notes=list(ctx.notes),

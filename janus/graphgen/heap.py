@@ -20,6 +20,7 @@ import functools
 from collections.abc import Callable
 
 from janus.assumptions.sources import Source
+from janus.executor import interrupts
 from janus.graphgen.errors import NotConvertible
 
 _MISSING = object()
@@ -27,7 +28,8 @@ _MISSING = object()
 
 @dataclasses.dataclass
 class Write:
-    kind: str  # "setattr", "setitem", "append", "extend", "pop", "insert", "clear", "__delitem__", "call"
+    # "setattr", "setitem", "append", "extend", "pop", "insert", "clear", "__delitem__", "call", "statement"
+    kind: str
     target: object  # the object written to (for read-your-writes); for "call", the callable
     source: Source | None  # where the target object is re-read at commit time (None: a call)
     key: object  # attribute name or item key (plain constant); unused for append/extend/print
@@ -38,6 +40,8 @@ class Write:
         """What the write does, for messages: ``attribute n of argument self is set (f.py:3)``."""
         if self.kind == "call":
             return f"a call of {_called(self.target)} made after the graph ran ({self.location})"
+        if self.kind == "statement":
+            return f"the statement at {self.location}, run after the graph"
         what = self.source.describe() if self.source is not None else "an object"
         if self.kind == "setattr":
             return f"attribute {self.key} of {what} is set ({self.location})"
@@ -55,6 +59,12 @@ def _called(target: object) -> str:
     if getattr(target, "__module__", "") == "janus.executor.replay":
         return {"log": "logging", "warn": "warnings.warn"}.get(name, name)
     return name
+
+
+def run_statement(fn: Callable, namespace: dict, values: tuple) -> None:
+    """Runs a statement logged to run after the graph, with Ctrl-C let through (it is user code)."""
+    with interrupts.let_through():
+        fn(namespace, *values)
 
 
 class HeapList:
@@ -175,6 +185,8 @@ class HeapLog:
                 lines.append(f"{write.source}.{write.kind}({value})")
             elif write.kind == "call":
                 lines.append(f"{const(write.target)}(*{value}[0], **{value}[1])")
+            elif write.kind == "statement":  # janus.graphgen.later: D holds the locals such statements bind
+                lines.append(f"{const(run_statement)}({const(write.target)}, D, {value}[0])")
             elif write.kind == "pop":
                 lines.append(f"{write.source}.pop({'' if write.key is None else const(write.key)})")
             elif write.kind == "insert":
@@ -185,6 +197,8 @@ class HeapLog:
                 lines.append(f"del {write.source}[{const(write.key)}]")
             else:  # pragma: no cover - the kinds above are all that is logged
                 raise NotConvertible(f"unknown heap write {write.kind}", write.location)
+        if any(write.kind == "statement" for write in self.writes):
+            lines.insert(0, "D = {}")
         params = ", ".join(["V", *(f"a{i}" for i in range(nargs))])
         source = f"def commit({params}):\n" + "".join(f"    {line}\n" for line in lines)
         scope = dict(namespace)

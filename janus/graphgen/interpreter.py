@@ -40,6 +40,7 @@ from janus.graphgen import (
     effects,
     handed,
     keras_layers,
+    later,
     pynumber,
     recursion,
     sandbox,
@@ -315,6 +316,9 @@ class Interpreter:
         raise _Return(value)
 
     def exec_stmt(self, frame: Frame, node: gast.stmt) -> None:
+        if (self.ctx.later_lines or self.ctx.later_count) and later.wanted(self, frame, node):
+            later.run_later(self, frame, node)  # runs in Python after the graph
+            return
         method = getattr(self, f"_stmt_{type(node).__name__}", None)
         if method is None:
             raise NotConvertible(f"statement `{type(node).__name__}` is not converted", self.loc(frame, node))
@@ -744,11 +748,17 @@ class Interpreter:
     def _expr_Name(self, frame: Frame, node: gast.Name) -> object:
         name = node.id
         if name in frame.locals and name not in frame.declared:
-            return frame.locals[name]
+            value = frame.locals[name]
+            if type(value) is later.LaterLocal:
+                raise value.refuse(self.loc(frame, node))
+            return value
         loc = self.loc(frame, node)
         frame = self.binder(frame, name)
         if name in frame.locals and name not in frame.declared:
-            return frame.locals[name]
+            value = frame.locals[name]
+            if type(value) is later.LaterLocal:
+                raise value.refuse(loc)
+            return value
         if frame.function is not None and name not in frame.declared:
             raise NotConvertible(f"local {name!r} of a local function may be read before assignment", loc)
         if (name in frame.code.co_varnames or name in frame.code.co_cellvars) and name not in frame.declared:

@@ -42,10 +42,10 @@ def is_state_write(op: tf.Operation) -> bool:
         return True  # a rank whose assertion fails must not have joined a collective yet
     if op.type in STATE_READS or not op._is_stateful or _call_local(op) or touches.is_touch_op(op):
         return False
-    return op.type == "PrintV2" or any(_outlives_call(t) for t in op.inputs)
+    return op.type == "PrintV2" or any(outlives_call(t) for t in op.inputs)
 
 
-def _outlives_call(tensor: tf.Tensor) -> bool:
+def outlives_call(tensor: tf.Tensor) -> bool:
     """A resource that is not made anew by the call: a variable, a table, an iterator that is not
     the call's own. ``Anonymous*`` ops (an iterator, a seed generator) and tf.data's placeholders
     (``DummySeedGenerator``: a dataset made in the graph keeps its seeds itself) are new each run."""
@@ -83,7 +83,7 @@ def order_state_writes(graph: tf.Graph, assert_ops: list[tf.Operation]) -> list[
     for op in graph.get_operations():
         if is_state_write(op):
             if op in ancestors:  # it runs first: what it updates is saved and put back on a failure
-                if not any(_outlives_call(t) for t in op.inputs):  # a print, a collective: nothing to put back
+                if not any(outlives_call(t) for t in op.inputs):  # a print, a collective: nothing to put back
                     raise NotConvertible(f"an assumption depends on the state update {op.type}")
                 unordered.append(op)
                 continue
@@ -95,7 +95,7 @@ def order_state_writes(graph: tf.Graph, assert_ops: list[tf.Operation]) -> list[
 
 def unordered_resources(ops: list[tf.Operation]) -> list[tf.Tensor]:
     """The resources that ``ops`` (from ``order_state_writes``) may update before an assertion fails."""
-    return [t for op in ops for t in op.inputs if _outlives_call(t)]
+    return [t for op in ops for t in op.inputs if outlives_call(t)]
 
 
 def _earlier_users(graph: tf.Graph) -> Callable[[tf.Operation], list[tf.Operation]]:
@@ -276,7 +276,7 @@ def written_before_last_fallible(
         for op in (operations[first_write:last] if last is not None else ())
         if is_state_write(op)
         for t in op.inputs
-        if _outlives_call(t)
+        if outlives_call(t)
     ]
     return resources, {operations[i].name for i in fallible}
 

@@ -16,6 +16,13 @@ the rewritten function and its segments, runs it, and reports (stats, explain, w
 
 from __future__ import annotations
 
-from janus.partial.segments import SplitVersion, explain_lines, segment_called, segment_calls, split_function
+from janus.partial.segments import (
+    SplitVersion,
+    explain_lines,
+    segment_called,
+    segment_calls,
+    split_function,
+    statement_line,
+)
 
-__all__ = ["SplitVersion", "explain_lines", "segment_called", "segment_calls", "split_function"]
+__all__ = ["SplitVersion", "explain_lines", "segment_called", "segment_calls", "split_function", "statement_line"]

@@ -1,0 +1,432 @@
+"""Statements run in Python after the graph: a refused statement whose work nothing later needs.
+
+A training step often holds a statement no graph can hold whose result only Python uses:
+``predicted = tf.argmax(logits, 1).numpy()`` then ``history.append(f1_score(labels, predicted))``
+inside the tape. Splitting the function there keeps eager's structure (a graph before, the
+statement, a graph after, the tape eager across them). When nothing the graph computes after the
+statement depends on it, the statement can run *after* the whole graph instead, on the values it
+would have seen: that is the hand split a TF expert writes ("graph first, metrics after").
+
+The driver, given a refusal at a statement of the function's own body (``janus.partial``'s
+``statement_line``), builds again with that line run later; a statement that reads a local bound
+by a later statement runs later too. The interpreter then does not convert the statement:
+
+* it becomes a ``statement`` entry of the heap log, in program order: the commit calls it after
+  the graph ran, after the heap writes and deferred calls that come before it and before those
+  that come after it, with the values of the locals it reads as they were at the statement
+  (graph outputs, materialised; plain constants) and those later statements bound (a per-commit
+  namespace). Its code is the user's statement, compiled in a function with the user's globals
+  and closure cells, at the user's file and line (tracebacks, warnings and log records say so);
+* the locals it binds become ``LaterLocal``: converted code that reads one is refused (kind
+  ``later statement``), and the function then runs split, as before.
+
+Why that is eager's answer, and what is checked:
+
+* **What the statement can reach** is checked while generating, by an allow-list walk of the
+  values of the names it reads (``reach``): plain values, NumPy arrays, eager tensors, library
+  modules, functions and classes, loggers, streams, host random generators, dates and paths, the
+  user's own functions (their globals, closure cells and defaults, walked in turn; none may rebind
+  a global or nonlocal), and lists, tuples, dicts, sets and ``collections`` containers of these.
+  A ``tf.Variable``, a Keras object, a tape or any other object is refused: the statement can
+  then read no TF state the graph updates after it. The names are guarded, so a rebinding
+  rebuilds.
+* **Python state**: the mutable containers it can reach must be read nowhere by the graph
+  (``GenerationContext.read_ids``): no converted code can see a change it makes too early or too
+  late. Writes the graph logs after it are replayed after it.
+* **TF state**: the variables the graph updates after the statement (``tail_variables``) must not
+  be updated before it. They are saved before each call; if the statement raises (Ctrl-C
+  included: the commit lets SIGINT through while a statement runs), they are put back, the rest
+  of the log is not replayed and the exception reaches the caller: eager's state at that raise.
+* **Output order**: a ``tf.print`` op after it in the graph would print before it: refused.
+"""
+
+from __future__ import annotations
+
+import ast
+import collections
+import copy
+import datetime
+import dis
+import enum
+import functools
+import io
+import logging
+import pathlib
+import random
+import types
+from collections.abc import Iterator
+
+import gast
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.framework.ops import EagerTensor
+
+from janus.graphgen.errors import NotConvertible
+from janus.graphgen.numpy_values import NumpyArray
+from janus.graphgen.pynumber import PyNumber
+from janus.graphgen.values import is_symbolic
+from janus.partial import split
+from janus.source.library import is_library_code, is_library_object
+
+KIND = "later statement"
+MAX_REACH = 20_000  # objects walked for one statement; more is refused (a huge history list)
+_SIMPLE = (gast.Assign, gast.AugAssign, gast.AnnAssign, gast.Expr)
+_PLAIN_LEAVES = (type(None), bool, int, float, complex, str, bytes, range, slice, type(Ellipsis))
+_OPAQUE = (
+    logging.Logger,
+    logging.LoggerAdapter,
+    io.IOBase,
+    random.Random,
+    np.random.Generator,
+    np.random.RandomState,
+    datetime.date,
+    datetime.time,
+    datetime.timedelta,
+    pathlib.PurePath,
+    enum.Enum,
+)
+_CONTAINERS = (collections.OrderedDict, collections.defaultdict, collections.Counter, collections.deque)
+_REBINDS = {"STORE_GLOBAL", "DELETE_GLOBAL", "STORE_DEREF", "DELETE_DEREF"}
+
+
+class LaterLocal:
+    """A local bound by a statement that runs after the graph: no converted code may read it."""
+
+    __slots__ = ("name", "loc")
+
+    def __init__(self, name: str, loc: str) -> None:
+        self.name = name
+        self.loc = loc
+
+    def refuse(self, where: str) -> NotConvertible:
+        return NotConvertible(
+            f"{self.name!r} is bound by the statement at {self.loc}, which runs after the graph", where, KIND
+        )
+
+
+def wanted(interp, frame, node: gast.stmt) -> bool:
+    """Whether ``node`` (about to be converted) runs after the graph instead: a simple statement of
+    the function being built (not of a function it calls), on a line the driver asked for, or
+    reading a local that a later statement bound."""
+    ctx = interp.ctx
+    if not isinstance(node, _SIMPLE) or frame.code is not ctx.top_code or frame.function is not None:
+        return False
+    if len(interp.stack) != 1:
+        return False
+    if any(node.lineno <= line <= (node.end_lineno or node.lineno) for line in ctx.later_lines):
+        return True
+    return any(type(frame.locals.get(n)) is LaterLocal for n in _names(node).loads)
+
+
+def may_run_later(code: types.CodeType, line: int) -> bool:
+    """Whether the function of ``code`` has a simple statement at ``line`` (in its own body or a
+    block of it, not in a function it defines) that could run after the graph."""
+    from janus.graphgen.source import function_ast
+
+    todo = list(function_ast(code).body)
+    while todo:
+        stmt = todo.pop()
+        if isinstance(stmt, (gast.FunctionDef, gast.AsyncFunctionDef, gast.ClassDef)):
+            continue
+        if isinstance(stmt, _SIMPLE) and stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
+            return True
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            todo.extend(getattr(stmt, field, ()))
+    return False
+
+
+def run_later(interp, frame, node: gast.stmt) -> None:
+    """Logs ``node`` to run after the graph (see the module docstring), or NotConvertible."""
+    ctx = interp.ctx
+    loc = interp.loc(frame, node)
+    ctx._check_straight_line(loc)  # noqa: SLF001 - once per call, as the heap writes
+    code = frame.code
+    names = _names(node)
+    owner = split.class_of(code)
+    own = set(code.co_varnames) | set(code.co_cellvars)
+    if any(n.startswith("__") and not n.endswith("__") for n in {*names.loads, *names.stores}) and owner:
+        raise NotConvertible("a statement using a private (mangled) name cannot run after the graph", loc, KIND)
+    if names.stores & (set(code.co_cellvars) | set(frame.declared)):
+        raise NotConvertible("a statement binding a global, nonlocal or captured name cannot run later", loc, KIND)
+    reads = set(names.loads) | names.deferred
+    reader = _frame_reader(_ast_of(node), reads)
+    if reader:
+        raise NotConvertible(f"a statement using {reader} reads its own frame: it cannot run after the graph",
+                             loc, KIND)  # fmt: skip
+    graph_inputs: list[str] = []
+    values: list[object] = []
+    from_later: list[str] = []
+    mutables: set[int] = set()
+    for name in sorted(reads & own):
+        if name not in frame.locals:
+            raise NotConvertible(f"{name!r} may be unbound at a statement run after the graph", loc, KIND)
+        value = frame.locals[name]
+        if type(value) is LaterLocal:
+            from_later.append(name)
+            continue
+        values.append(_local_value(interp, name, value, loc, mutables))
+        graph_inputs.append(name)
+    for name in sorted(reads - own):
+        _free_name(interp, frame, name, loc, mutables)
+    stores = sorted(names.stores & own)
+    fn = _compile(frame, node, graph_inputs, from_later, stores)
+    ctx.log_later(fn, tuple(values), loc, mutables)
+    for name in stores:
+        frame.locals[name] = LaterLocal(name, loc)
+    ctx.note(f"the statement at {loc} runs in Python after the graph, on the values it reads there")
+
+
+_FRAME_NAMES = {"_getframe", "currentframe", "f_back", "f_locals", "getouterframes", "stack", "locals", "vars"}
+_FRAME_ATTRIBUTES = {("sys", "_getframe"), ("inspect", "currentframe"), ("inspect", "stack")}
+
+
+def _frame_reader(stmt: ast.stmt, reads: set[str]) -> str | None:
+    """What in ``stmt`` reads the running frame (``locals()``, ``vars()``, ``super()``,
+    ``sys._getframe()``...): in the function janus runs it in, that frame is not the user's."""
+    named = reads & split.INTROSPECTIVE
+    if named:
+        return f"{sorted(named)[0]}()"
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.keyword) and n.arg == "stacklevel":
+            return "a stacklevel (the frames above it are janus's)"
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and (n.value.id, n.attr) in _FRAME_ATTRIBUTES:
+            return f"{n.value.id}.{n.attr}()"
+    return None
+
+
+@functools.cache
+def _ast_of(node: gast.stmt) -> ast.stmt:
+    return gast.gast_to_ast(copy.deepcopy(node))
+
+
+def _names(node: gast.stmt) -> split._Names:  # noqa: SLF001 - one reading of names for both rewrites
+    return split.names(_ast_of(node))
+
+
+def _local_value(interp, name: str, value: object, loc: str, mutables: set[int]) -> object:
+    """A local the statement reads, as the commit will hand it: a graph value or a constant."""
+    if is_symbolic(value) or isinstance(value, (PyNumber, NumpyArray)):
+        return interp._runtime_value(value, loc)  # noqa: SLF001 - materialised as a deferred call's
+    if isinstance(value, tf.Variable):
+        raise NotConvertible(f"{name!r} is a tf.Variable: a statement run after the graph would see later updates",
+                             loc, KIND)  # fmt: skip
+    if isinstance(value, EagerTensor) or _immutable(value):
+        return value
+    raise NotConvertible(
+        f"{name!r} holds a {type(value).__qualname__}: a statement run after the graph takes only tensors, "
+        "NumPy arrays and plain values from the function's locals",
+        loc,
+        KIND,
+    )
+
+
+def _immutable(value: object) -> bool:
+    if isinstance(value, (*_PLAIN_LEAVES, np.generic)):
+        return True
+    return type(value) in (tuple, frozenset) and all(_immutable(v) for v in value)
+
+
+def _free_name(interp, frame, name: str, loc: str, mutables: set[int]) -> None:
+    """Walks and guards a global, closure variable or builtin the statement reads when it runs."""
+    from janus.assumptions.guards import GuardKind
+    from janus.assumptions.sources import CellSource, ConstSource, GlobalSource
+
+    ctx = interp.ctx
+    g = ctx.const(frame.func_globals)
+    if name in frame.cells:
+        cell = frame.cells[name]
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            raise NotConvertible(f"free variable {name!r} is unbound", loc, KIND) from None
+        source = CellSource(ctx.const(cell), name)
+    elif name in frame.func_globals:
+        value = frame.func_globals[name]
+        source = GlobalSource(g, name)
+    else:
+        import builtins
+
+        if not hasattr(builtins, name):
+            raise NotConvertible(f"name {name!r} is not defined", loc, KIND)
+        ctx.guard(
+            GuardKind.KEY_ABSENT, ConstSource(g, "globals"), name, f"builtin {name}", loc, f"{name} is the builtin"
+        )
+        return
+    why = reach(value, mutables)
+    if why:
+        raise NotConvertible(f"a statement run after the graph would reach {why} through {name!r}", loc, KIND)
+    key = f"{source.describe()}@{loc}:later"
+    if _immutable(value):
+        ctx.guard(GuardKind.TYPE_MATCH, source, type(value), key, loc, f"{name} is a {type(value).__name__}")
+    else:
+        ctx.guard(GuardKind.ID_MATCH, source, value, key, loc, f"{name} is the object walked")
+
+
+def reach(value: object, mutables: set[int]) -> str | None:
+    """What ``value`` lets code reach that a statement run after the graph must not (a variable, a
+    Keras or other object), or None; adds the mutable containers it reaches to ``mutables``."""
+    seen: set[int] = set()
+    todo = [value]
+    while todo:
+        if len(seen) > MAX_REACH:
+            return f"more than {MAX_REACH} objects"
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        why = _step(obj, todo, mutables)
+        if why:
+            return why
+    return None
+
+
+def _step(obj: object, todo: list, mutables: set[int]) -> str | None:
+    t = type(obj)
+    if isinstance(obj, (*_PLAIN_LEAVES, np.generic, np.dtype)):
+        return None
+    if t is np.ndarray:
+        if obj.dtype == object:
+            return "a NumPy array of objects"
+        mutables.add(id(obj))
+        return None
+    if isinstance(obj, tf.Variable) or (isinstance(obj, tf.Tensor) and not isinstance(obj, EagerTensor)):
+        return f"a {t.__name__} (TF state the graph may update)"
+    if isinstance(obj, EagerTensor):
+        return None
+    if t in (list, dict, set):
+        mutables.add(id(obj))
+    if t in (list, tuple, set, frozenset):
+        todo.extend(obj)
+        return None
+    if t is dict:
+        todo.extend(obj.keys())
+        todo.extend(obj.values())
+        return None
+    if isinstance(obj, functools.partial):
+        todo.extend([obj.func, *obj.args, *obj.keywords.values()])
+        return None
+    if isinstance(obj, types.FunctionType) and not is_library_code(obj.__code__):
+        return _user_function(obj, todo)
+    if isinstance(obj, types.MethodType):
+        todo.extend([obj.__func__, obj.__self__])
+        return None
+    if isinstance(obj, _OPAQUE):  # output streams, host randomness, dates: no TF state behind them
+        return None
+    if isinstance(obj, _CONTAINERS):
+        mutables.add(id(obj))
+        todo.extend(obj.items() if isinstance(obj, dict) else obj)
+        return None
+    if isinstance(obj, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type, np.ufunc)):
+        if is_library_object(obj):
+            return None
+        return f"user {t.__name__} {getattr(obj, '__qualname__', getattr(obj, '__name__', '?'))}"
+    return f"a {t.__qualname__} object"
+
+
+def _user_function(fn: types.FunctionType, todo: list) -> str | None:
+    """A user function the statement calls: what its code can name (globals, cells, defaults)."""
+    for code in _codes(fn.__code__):
+        for instruction in dis.get_instructions(code):
+            if instruction.opname in _REBINDS:
+                return f"function {fn.__qualname__}, which rebinds {instruction.argval!r}"
+        if _FRAME_NAMES & set(code.co_names):
+            return f"function {fn.__qualname__}, which reads frames ({sorted(_FRAME_NAMES & set(code.co_names))[0]})"
+        todo.extend(fn.__globals__[n] for n in code.co_names if n in fn.__globals__)
+    todo.extend(c.cell_contents for c in fn.__closure__ or () if _bound(c))
+    todo.extend(fn.__defaults__ or ())
+    todo.extend((fn.__kwdefaults__ or {}).values())
+    return None
+
+
+def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _codes(const)
+
+
+def _bound(cell: types.CellType) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:
+        return False
+    return True
+
+
+def _compile(frame, node: gast.stmt, graph_inputs: list[str], from_later: list[str], stores: list[str]):
+    """``fn(D, *graph_inputs)``: the statement at its own file and line, with the user's globals and
+    closure cells; it reads ``from_later`` from ``D`` and leaves ``stores`` there."""
+    code = frame.code
+    stmt = _ast_of(node)
+    namespace = "_janus_D"
+    prologue = [ast.parse(f"{n} = {namespace}[{n!r}]").body[0] for n in from_later]
+    epilogue = [ast.parse(f"{namespace}[{n!r}] = {n}").body[0] for n in stores]
+    for extra in (*prologue, *epilogue):
+        for part in ast.walk(extra):
+            if "lineno" in part._attributes:
+                part.lineno = part.end_lineno = stmt.lineno
+                part.col_offset = part.end_col_offset = stmt.col_offset
+    args = [ast.arg(namespace), *(ast.arg(n) for n in graph_inputs)]
+    inner = ast.FunctionDef(
+        name=code.co_name,
+        args=ast.arguments(posonlyargs=[], args=args, vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
+                           defaults=[]),
+        body=[*prologue, copy.deepcopy(stmt), *epilogue],
+        decorator_list=[],
+        returns=None,
+    )  # fmt: skip
+    ast.copy_location(inner, stmt)
+    freevars = list(frame.cells)
+    factory = ast.FunctionDef(
+        name=split.FACTORY,
+        args=ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in freevars], vararg=None, kwonlyargs=[],
+                           kw_defaults=[], kwarg=None, defaults=[]),
+        body=[inner, ast.Return(ast.Name(code.co_name, ast.Load()))],
+        decorator_list=[],
+        returns=None,
+    )  # fmt: skip
+    ast.copy_location(factory, stmt)
+    module = ast.fix_missing_locations(ast.Module(body=[factory], type_ignores=[]))
+    compiled = compile(module, code.co_filename, "exec")
+    factory_code = next(c for c in compiled.co_consts if isinstance(c, types.CodeType))
+    inner_code = next(c for c in factory_code.co_consts if isinstance(c, types.CodeType))
+    inner_code = inner_code.replace(co_qualname=code.co_qualname) if hasattr(inner_code, "co_qualname") else inner_code
+    closure = tuple(frame.cells[n] for n in inner_code.co_freevars)
+    fn = types.FunctionType(inner_code, frame.func_globals, code.co_name, None, closure)
+    fn.__module__ = frame.func_globals.get("__name__", fn.__module__)
+    return fn
+
+
+def tail_resources(graph: tf.Graph, ctx) -> list[tf.Tensor]:
+    """The resources the graph updates after its statements run later (put back if one raises),
+    once it is checked that no converted code sees their effects (the module docstring)."""
+    from janus.graphgen.ordering import is_state_write, outlives_call
+
+    where = ctx.heap.writes[0].location if ctx.heap.writes else ""
+    if ctx.store_factory is not None:
+        raise NotConvertible("statements run after the graph, in a graph that reads objects at run time", where, KIND)
+    shared = ctx.later_mutables & ctx.read_ids
+    if shared:
+        raise NotConvertible(
+            "a container that a statement run after the graph can change is also read by the graph", where, KIND
+        )
+    ops = graph.get_operations()
+    first, last = ctx.later_marks[0], ctx.later_marks[-1]
+    if any(op.type == "PrintV2" or op.type.startswith("Horovod") for op in ops[first:]):
+        raise NotConvertible("a tf.print or collective op after a statement run after the graph", where, KIND)
+
+    def written(part: list[tf.Operation]) -> dict[int, tf.Tensor]:
+        return {id(_root(t)): t for op in part if is_state_write(op) for t in op.inputs if outlives_call(t)}
+
+    if written(ops[first:last]):
+        raise NotConvertible("TF state is updated between two statements run after the graph", where, KIND)
+    before, after = written(ops[:first]), written(ops[last:])
+    if before.keys() & after.keys():
+        raise NotConvertible("a variable updated both before and after a statement run after the graph", where, KIND)
+    return list(after.values())
+
+
+def _root(tensor: tf.Tensor) -> tf.Tensor:
+    while tensor.op.type == "Identity":
+        tensor = tensor.op.inputs[0]
+    return tensor
