@@ -51,6 +51,11 @@ class Config:
             metric, a scikit-learn call, a log line) runs in Python after the whole graph, on the
             values it read, where janus can show that nothing between sees the difference
             (``janus.graphgen.later``); otherwise, or off, the function runs split.
+        recompute_prefix: a refused statement whose results the rest of the function needs (targets
+            assigned in NumPy from predictions) runs between two graphs: the code before it, if it
+            has no effect, as a graph, then the whole function as one graph fed the statement's
+            results, computing that code again (``janus.partial.recompute``); otherwise the
+            function runs split.
         segment_cost_check: a segment's first warm graph calls alternate with eager runs of its
             statements, and a segment whose graph call is the slower (one or two ops between Python
             statements) runs as plain Python from then on (off: every segment keeps its graph).
@@ -77,6 +82,7 @@ class Config:
     strict: bool = False
     partial_graphs: bool = True
     later_statements: bool = True
+    recompute_prefix: bool = True
     segment_cost_check: bool = True
 
     def __setattr__(self, name: str, value: object) -> None:

@@ -43,6 +43,7 @@ from janus.graphgen.interpreter import is_convertible_entry
 from janus.graphgen.source import location
 from janus.ops import build
 from janus.partial import segment_called, split_function, statement_line
+from janus.partial.recompute import recompute_function
 from janus.profiler import Profile, observe, profiled_call
 
 log_fallbacks = logs.logger("fallbacks")
@@ -486,7 +487,7 @@ class JitFunction:
                 if self._run_later(err):
                     continue
                 first, self._later_first = self._later_first or err, None
-                self._go_imperative(first.reason, first.location, first.kind, splittable=True)
+                self._go_imperative(first.reason, first.location, first.kind, splittable=True, refusal=first)
                 return
             except GenerationError as err:
                 if self._constant_flags(err):
@@ -576,7 +577,9 @@ class JitFunction:
             self.failures[key] = config.max_failures
         return bool(keys)
 
-    def _go_imperative(self, reason: str, where: str, kind: str, splittable: bool = False) -> None:
+    def _go_imperative(
+        self, reason: str, where: str, kind: str, splittable: bool = False, refusal: NotConvertible | None = None
+    ) -> None:
         """From now on every call runs in eager: said once, loudly; ``strict`` raises instead.
         ``kind`` is the refusal's stable kind (``errors.KINDS``, or the driver's own). Where a
         statement of the function refused (``splittable``), it runs split instead (janus.partial):
@@ -584,7 +587,9 @@ class JitFunction:
         self.imperative_reason = f"{reason} ({where})" if where else reason
         self.imperative_kind = kind
         self.cache.clear()
-        if splittable and not (self.strict or config.strict):
+        if refusal is not None and not (self.strict or config.strict) and config.partial_graphs:
+            self.split = recompute_function(self, refusal)  # the statement between two graphs
+        if splittable and self.split is None and not (self.strict or config.strict):
             self.split = split_function(self, reason, where, kind)
         self._say_imperative()
 
@@ -597,6 +602,15 @@ class JitFunction:
                 f"janus cannot serve {self.fn.__qualname__} ({code.co_filename}:{code.co_firstlineno}) from a graph: "
                 f"{self.imperative_reason}"
             )
+        if hasattr(self.split, "explain_lines"):
+            log_breaks.warning(
+                "%s (%s:%d) runs with a recomputed prefix from now on: the statement janus cannot convert runs "
+                "in Python between a graph of the code before it and one of the whole function: [%s] %s. "
+                "janus.explain(fn) shows both.",
+                self.fn.__qualname__, code.co_filename, code.co_firstlineno, self.imperative_kind,
+                self.imperative_reason,
+            )  # fmt: skip
+            return
         if self.split is not None:
             log_breaks.warning(
                 "%s (%s:%d) runs split from now on: %d graph segments around what janus cannot convert, "

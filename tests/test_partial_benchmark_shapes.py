@@ -75,7 +75,10 @@ def detection_calls() -> list[tuple]:
 
 
 @pytest.mark.keras
-def test_detection_step_assigning_targets_in_numpy_inside_the_tape():
+@pytest.mark.parametrize("recompute", [True, False], ids=["recomputed_prefix", "split"])
+def test_detection_step_assigning_targets_in_numpy_inside_the_tape(recompute):
+    janus.config.recompute_prefix = recompute
+
     def make():
         keras.utils.set_random_seed(0)
         images = keras.layers.Input((IMAGE, IMAGE, 3))
@@ -103,7 +106,14 @@ def test_detection_step_assigning_targets_in_numpy_inside_the_tape():
 
     calls = detection_calls()
     jitted = run_differential(make, calls, min_graph_calls=0)
-    served_split(jitted, calls[0], 3)  # forward, class and box losses, update
+    if not recompute:
+        served_split(jitted, calls[0], 3)  # forward, class and box losses, update
+        return
+    text = janus.explain(jitted)  # predict, assign in NumPy, then one graph: forward, losses, update
+    assert "runs with a recomputed prefix" in text, text
+    version = jitted.split
+    assert version.prefix.stats.graph_calls >= CALLS - 3, text
+    assert version.segments[0].jit.stats.graph_calls >= CALLS - 6 and version.segments[0].jit.split is None, text
 
 
 @pytest.mark.keras

@@ -14,9 +14,11 @@ import janus
 
 @pytest.fixture(autouse=True)
 def split_only():
-    """These programs test the split itself: no statement runs after a whole graph instead
-    (``janus.graphgen.later``; tests/test_later_statements.py runs such programs that way)."""
+    """These programs test the split itself: no statement runs after a whole graph or between a
+    prefix graph and a whole one instead (``janus.graphgen.later``, ``janus.partial.recompute``;
+    tests/test_later_statements.py and tests/test_recompute.py run such programs those ways)."""
     janus.config.later_statements = False
+    janus.config.recompute_prefix = False
 
 
 CALLS = 10  # the function profiles 3 calls, then its segments 3 each, a segment split again 3 more

@@ -82,7 +82,13 @@ class SeqArg:
     keys: tuple | None = None  # for dicts
 
 
-ArgSpec = TensorArg | ConstArg | NumberArg | ObjectArg | DatasetArg | PointerArg | LazyListArg | SeqArg
+@dataclasses.dataclass(frozen=True, eq=False)
+class UnusedArg:
+    """An argument the graph must not read (``janus.partial.recompute``'s prefix graph): no guard,
+    and converted code that reads it is refused."""
+
+
+ArgSpec = TensorArg | ConstArg | NumberArg | ObjectArg | DatasetArg | PointerArg | LazyListArg | SeqArg | UnusedArg
 
 
 def merge_shapes(shapes: Sequence[tuple | None]) -> tuple | None:

@@ -61,6 +61,9 @@ class GenerationContext:
         self.top_code: types.CodeType | None = None  # the function being built (not those it inlines)
         self.later_lines: frozenset[int] = frozenset()  # its statements the driver asks to run later
         self.later_count = 0  # statements logged to run after the graph (janus.graphgen.later)
+        self.later_bound: set[str] = set()  # the locals they bind
+        self.stop_line: int | None = None  # a prefix graph ends at this statement (janus.partial.recompute)
+        self.initial_args: dict[str, object] = {}  # the function's arguments as the graph received them
         self.later_marks: list[int] = []  # the graph's op count at each of them
         self.later_mutables: set[int] = set()  # ids of the containers they can reach
         self.read_ids: set[int] = set()  # ids of the heap objects and argument containers the graph read
@@ -594,7 +597,7 @@ class GenerationContext:
         elif isinstance(value, Formatted):
             self._check_storable(value.args, loc)
             self._check_storable(value.kwargs, loc)
-        elif type(value).__name__ in ("TensorList", "SymbolicRange", "LocalFunction") or (
+        elif type(value).__name__ in ("TensorList", "SymbolicRange", "LocalFunction", "NumpyScalar") or (
             isinstance(value, tf.Tensor) and not is_symbolic(value) and not isinstance(value, EagerTensor)
         ):
             raise NotConvertible(f"a {type(value).__name__} stored on the heap", loc)
@@ -709,6 +712,8 @@ class GenerationContext:
         if isinstance(base, NumpyArray):
             if attr in ("shape", "dtype", "ndim"):
                 return getattr(base, attr)  # guarded
+            if attr in ("sum", "mean"):
+                return numpy_values.NumpyMethod(base, attr)  # a graph reduction when called
             raise NotConvertible(f"ndarray.{attr} of a NumPy array fed by value (its data is read at run time)", loc)
         cls = base if isinstance(base, type) else type(base)
         self.guard_keras_state(base, loc)

@@ -29,6 +29,7 @@ from janus.assumptions.specs import (
     PointerArg,
     SeqArg,
     TensorArg,
+    UnusedArg,
 )
 from janus.graphgen import datasets, later
 from janus.graphgen.batch_lists import BatchList
@@ -75,6 +76,7 @@ class GeneratedGraph:
     ops_before_writes: frozenset[str]  # an op among these that raises leaves TF state untouched (after a restore)
     snapshot: tuple  # variables the runner saves before a call and puts back if an op raises
     later_snapshot: tuple  # variables it saves and puts back if a statement run after the graph raises
+    stop: object  # a prefix graph's statement (later.StopAt), or None
     recursive: bool  # calls recursive graph functions (JanusInvoke)
     build_seconds: float
     notes: list[str]
@@ -104,12 +106,15 @@ def generate(
     profile: Profile,
     failures: Callable[[str], int] = lambda key: 0,
     later_lines: frozenset[int] = frozenset(),
+    stop_line: int | None = None,
 ) -> GeneratedGraph:
     """The graph of ``func`` specialised on ``specs``; ``later_lines``: statements of its body to
-    run in Python after the graph (``janus.graphgen.later``)."""
+    run in Python after the graph (``janus.graphgen.later``); ``stop_line``: a prefix graph that
+    ends at that statement and returns what it reads, with no effect (``janus.partial.recompute``)."""
     started = time.perf_counter()
     ctx = GenerationContext(profile, f"{func.__name__}__janus", [f"a{i}" for i in range(len(params))], failures)
-    ctx.top_code, ctx.later_lines = func.__code__, later_lines
+    ctx.top_code, ctx.later_lines, ctx.stop_line = func.__code__, later_lines, stop_line
+    stopped: list[later.StopAt] = []
     loc = location(func.__code__)
     signature: list[tf.TensorSpec] = []
     flat_inputs: list[Source | str] = []
@@ -130,7 +135,14 @@ def generate(
         values = {source.name: _argument_value(ctx, spec, source, loc, feed) for source, spec in zip(arguments, specs)}
         for i, ph in enumerate(placeholders):
             ctx.code.bind(ph, str(flat_inputs[i]))
-        result = Interpreter(ctx).run(func, values)
+        ctx.initial_args = dict(values)
+        try:
+            result = Interpreter(ctx).run(func, values)
+        except later.StopAt as stop:
+            stopped.append(stop)
+            result = tuple(stop.values)
+        if stop_line is not None and not stopped:
+            raise NotConvertible("the prefix graph does not reach its statement on this path", loc, later.KIND)
         outputs: list[tf.Tensor] = []
         flatten = _Flattener(outputs, ctx, len(params))
         write_templates.extend(flatten(w.value, w.location) for w in ctx.heap.writes)
@@ -139,6 +151,8 @@ def generate(
         graph = tf.compat.v1.get_default_graph()
         if ctx.later_count:
             tail.extend(later.tail_resources(graph, ctx))
+        if stopped:
+            later.check_pure_prefix(graph, ctx, stopped[0])
         keep_fallible(graph, outputs)
         unordered.extend(unordered_resources(order_state_writes(graph, ctx.assert_ops)))
         first_write = order_writes_after_earlier_ops(graph)
@@ -219,6 +233,7 @@ def generate(
         ops_before_writes=frozenset(recoverable),
         snapshot=snapshot,
         later_snapshot=later_snapshot,
+        stop=stopped[0] if stopped else None,
         recursive=bool(ctx.recursive_functions),
         build_seconds=time.perf_counter() - started,
         notes=list(ctx.notes),
@@ -304,6 +319,8 @@ def _argument_value(ctx: GenerationContext, spec: ArgSpec, source: Source, loc: 
         return placeholder
     if isinstance(spec, ConstArg):
         return spec.value
+    if isinstance(spec, UnusedArg):
+        return later.Withheld(source.describe(), "an argument the prefix graph does not take")
     if isinstance(spec, NumberArg) and spec.type is bool:
         return ctx.runtime_flag(source, f"{source.describe()}@{loc}", loc)
     if isinstance(spec, NumberArg):

@@ -41,6 +41,7 @@ from janus.graphgen import (
     handed,
     keras_layers,
     later,
+    numpy_values,
     pynumber,
     recursion,
     sandbox,
@@ -52,7 +53,7 @@ from janus.graphgen.control_flow import SymbolicRange, TensorList, escapes
 from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConvertible, RaisesHere
 from janus.graphgen.formatted import Formatted, formatted_trial, join_fstring
 from janus.graphgen.heap import MISSING, HeapList, PyObjectRef
-from janus.graphgen.numpy_values import NumpyArray
+from janus.graphgen.numpy_values import NumpyArray, NumpyMethod, NumpyScalar
 from janus.graphgen.pynumber import OptionalNumber, PyNumber
 from janus.graphgen.source import function_ast, location
 from janus.graphgen.values import is_plain, is_safe_operand, is_symbolic, is_user_object
@@ -316,6 +317,8 @@ class Interpreter:
         raise _Return(value)
 
     def exec_stmt(self, frame: Frame, node: gast.stmt) -> None:
+        if self.ctx.stop_line is not None and later.stops(self, frame, node):
+            later.stop_here(self, frame, node)  # raises: the prefix graph ends here
         if (self.ctx.later_lines or self.ctx.later_count) and later.wanted(self, frame, node):
             later.run_later(self, frame, node)  # runs in Python after the graph
             return
@@ -749,14 +752,14 @@ class Interpreter:
         name = node.id
         if name in frame.locals and name not in frame.declared:
             value = frame.locals[name]
-            if type(value) is later.LaterLocal:
+            if type(value) is later.Withheld:
                 raise value.refuse(self.loc(frame, node))
             return value
         loc = self.loc(frame, node)
         frame = self.binder(frame, name)
         if name in frame.locals and name not in frame.declared:
             value = frame.locals[name]
-            if type(value) is later.LaterLocal:
+            if type(value) is later.Withheld:
                 raise value.refuse(loc)
             return value
         if frame.function is not None and name not in frame.declared:
@@ -1123,6 +1126,8 @@ class Interpreter:
             return functools.partial(*args, **kwargs)
         if isinstance(callee, functools.partial):
             return self.call(frame, node, callee.func, [*callee.args, *args], {**callee.keywords, **kwargs}, statement)
+        if isinstance(callee, NumpyMethod):  # array.sum() of an array fed by value: a graph reduction
+            return callee.call(args, kwargs, lambda make, what: self.ctx.check(make, f"{what}@{loc}", what, loc), loc)
         if isinstance(callee, Formatted) or _is_value_kind(callee):
             raise NotConvertible(f"call of a {type(callee).__name__} value", loc)
         if callee is super:
@@ -1371,6 +1376,10 @@ class Interpreter:
     def _call_builtin(
         self, frame: Frame, node: gast.AST, callee: Callable, args: list, kwargs: dict, loc: str
     ) -> object:
+        if any(isinstance(v, NumpyScalar) for v in (*args, *kwargs.values())):
+            if callee in (max, min) and len(args) >= 2 and not kwargs:
+                return numpy_values.extreme(callee, args, loc)
+            raise NotConvertible(f"{callee.__name__}() of a NumPy scalar computed in the graph", loc, "numpy")
         if any(isinstance(v, BatchList) for v in (*args, *kwargs.values())):
             if callee is len and len(args) == 1 and not kwargs:
                 return PyNumber(args[0].count, int)
@@ -1547,6 +1556,12 @@ class Interpreter:
     # ----------------------------------------------------------------- helpers
     def operate(self, frame: Frame, node: gast.AST, op: Callable, *operands: object) -> object:
         loc = self.loc(frame, node)
+        if any(isinstance(v, NumpyScalar) for v in operands):  # a NumPy scalar computed in the graph
+            tensors = numpy_values.tensor_operands(operands, loc)
+            if tensors is not None:
+                return self.ctx.record_call(op.__name__, op, tensors, {}, loc)
+            check = lambda make, what: self.ctx.check(make, f"{what}@{loc}", what, loc)  # noqa: E731
+            return numpy_values.scalar_operate(op, operands, check, loc)
         if any(isinstance(v, NumpyArray) for v in operands) and not any(
             isinstance(v, (tf.Tensor, tf.Variable)) for v in operands
         ):
@@ -1828,7 +1843,9 @@ def _has_identity_at_run_time(value: object) -> bool:
 
 def _is_value_kind(value: object) -> bool:
     """janus's own stand-ins for values known only at run time (a heap object, a loop's list)."""
-    return isinstance(value, (PyObjectRef, TensorList, SymbolicRange, LateRead, DatasetItems, BatchItems, BatchList))
+    return isinstance(
+        value, (PyObjectRef, TensorList, SymbolicRange, LateRead, DatasetItems, BatchItems, BatchList, NumpyScalar)
+    )
 
 
 def _always_raises(block: list) -> bool:

@@ -17,7 +17,7 @@ by a later statement runs later too. The interpreter then does not convert the s
   (graph outputs, materialised; plain constants) and those later statements bound (a per-commit
   namespace). Its code is the user's statement, compiled in a function with the user's globals
   and closure cells, at the user's file and line (tracebacks, warnings and log records say so);
-* the locals it binds become ``LaterLocal``: converted code that reads one is refused (kind
+* the locals it binds become ``Withheld``: converted code that reads one is refused (kind
   ``later statement``), and the function then runs split, as before.
 
 Why that is eager's answer, and what is checked:
@@ -89,19 +89,22 @@ _CONTAINERS = (collections.OrderedDict, collections.defaultdict, collections.Cou
 _REBINDS = {"STORE_GLOBAL", "DELETE_GLOBAL", "STORE_DEREF", "DELETE_DEREF"}
 
 
-class LaterLocal:
-    """A local bound by a statement that runs after the graph: no converted code may read it."""
+class Withheld:
+    """A value converted code must not read: a local bound by a statement that runs after the
+    graph, or an argument a prefix graph does not take (``janus.partial.recompute``)."""
 
-    __slots__ = ("name", "loc")
+    __slots__ = ("name", "why")
 
-    def __init__(self, name: str, loc: str) -> None:
+    def __init__(self, name: str, why: str) -> None:
         self.name = name
-        self.loc = loc
+        self.why = why
 
     def refuse(self, where: str) -> NotConvertible:
-        return NotConvertible(
-            f"{self.name!r} is bound by the statement at {self.loc}, which runs after the graph", where, KIND
-        )
+        return NotConvertible(f"{self.name} is {self.why}", where, KIND)
+
+
+def bound_later(name: str, loc: str) -> Withheld:
+    return Withheld(repr(name), f"bound by the statement at {loc}, which runs after the graph")
 
 
 def wanted(interp, frame, node: gast.stmt) -> bool:
@@ -115,7 +118,7 @@ def wanted(interp, frame, node: gast.stmt) -> bool:
         return False
     if any(node.lineno <= line <= (node.end_lineno or node.lineno) for line in ctx.later_lines):
         return True
-    return any(type(frame.locals.get(n)) is LaterLocal for n in _names(node).loads)
+    return any(n in ctx.later_bound and type(frame.locals.get(n)) is Withheld for n in _names(node).loads)
 
 
 def may_run_later(code: types.CodeType, line: int) -> bool:
@@ -140,40 +143,95 @@ def run_later(interp, frame, node: gast.stmt) -> None:
     ctx = interp.ctx
     loc = interp.loc(frame, node)
     ctx._check_straight_line(loc)  # noqa: SLF001 - once per call, as the heap writes
+    reads, stores, mutables = _checked_names(interp, frame, node, loc)
+    graph_inputs: list[str] = []
+    values: list[object] = []
+    from_later: list[str] = []
+    for name in reads:
+        value = frame.locals[name]
+        if type(value) is Withheld:
+            if name not in ctx.later_bound:
+                raise value.refuse(loc)
+            from_later.append(name)
+            continue
+        values.append(_local_value(interp, name, value, loc, mutables))
+        graph_inputs.append(name)
+    fn = _compile(frame, node, graph_inputs, from_later, stores)
+    ctx.log_later(fn, tuple(values), loc, mutables)
+    for name in stores:
+        frame.locals[name] = bound_later(name, loc)
+        ctx.later_bound.add(name)
+    ctx.note(f"the statement at {loc} runs in Python after the graph, on the values it reads there")
+
+
+class StopAt(BaseException):  # noqa: N818 - not an error: the prefix graph ends here
+    """Raised where a prefix graph (``janus.partial.recompute``) reaches its statement: the values
+    of the locals the statement reads that the prefix computed (``values``, for ``names``), the
+    arguments it reads as the caller passed them (``arguments``), the statement compiled as
+    ``fn(D, *names, *arguments)`` leaving ``stores`` in ``D``, and the containers it can reach."""
+
+    def __init__(self, loc: str, names: list, values: list, arguments: list, fn, stores: list, mutables: set):
+        super().__init__(loc)
+        self.loc, self.names, self.values, self.arguments = loc, names, values, arguments
+        self.fn, self.stores, self.mutables = fn, stores, mutables
+
+
+def stops(interp, frame, node: gast.stmt) -> bool:
+    """Whether ``node`` is the statement a prefix graph ends at."""
+    ctx = interp.ctx
+    return (
+        ctx.stop_line is not None
+        and isinstance(node, _SIMPLE)
+        and node.lineno == ctx.stop_line
+        and frame.code is ctx.top_code
+        and frame.function is None
+        and len(interp.stack) == 1
+    )
+
+
+def stop_here(interp, frame, node: gast.stmt) -> None:
+    """Ends the prefix graph at ``node``: raises ``StopAt``, or NotConvertible."""
+    ctx = interp.ctx
+    loc = interp.loc(frame, node)
+    if ctx.region_depth:
+        raise NotConvertible("the statement is inside tensor control flow", loc, KIND)
+    reads, stores, mutables = _checked_names(interp, frame, node, loc)
+    names, values, arguments = [], [], []
+    for name in reads:
+        value = frame.locals[name]
+        if name in ctx.initial_args and value is ctx.initial_args[name]:
+            arguments.append(name)  # an argument as passed: the caller's own object
+            continue
+        if type(value) is Withheld:
+            raise value.refuse(loc)
+        values.append(_local_value(interp, name, value, loc, mutables))
+        names.append(name)
+    fn = _compile(frame, node, names + arguments, [], stores)
+    raise StopAt(loc, names, values, arguments, fn, stores, mutables)
+
+
+def _checked_names(interp, frame, node: gast.stmt, loc: str) -> tuple[list[str], list[str], set[int]]:
+    """``(locals the statement reads, locals it binds, containers it can reach)``, once what it
+    reads besides its locals is walked and guarded; NotConvertible where it may not run apart."""
     code = frame.code
     names = _names(node)
     owner = split.class_of(code)
     own = set(code.co_varnames) | set(code.co_cellvars)
     if any(n.startswith("__") and not n.endswith("__") for n in {*names.loads, *names.stores}) and owner:
-        raise NotConvertible("a statement using a private (mangled) name cannot run after the graph", loc, KIND)
+        raise NotConvertible("a statement using a private (mangled) name cannot run apart", loc, KIND)
     if names.stores & (set(code.co_cellvars) | set(frame.declared)):
-        raise NotConvertible("a statement binding a global, nonlocal or captured name cannot run later", loc, KIND)
+        raise NotConvertible("a statement binding a global, nonlocal or captured name cannot run apart", loc, KIND)
     reads = set(names.loads) | names.deferred
     reader = _frame_reader(_ast_of(node), reads)
     if reader:
-        raise NotConvertible(f"a statement using {reader} reads its own frame: it cannot run after the graph",
-                             loc, KIND)  # fmt: skip
-    graph_inputs: list[str] = []
-    values: list[object] = []
-    from_later: list[str] = []
+        raise NotConvertible(f"a statement using {reader} reads its own frame: it cannot run apart", loc, KIND)
     mutables: set[int] = set()
     for name in sorted(reads & own):
         if name not in frame.locals:
-            raise NotConvertible(f"{name!r} may be unbound at a statement run after the graph", loc, KIND)
-        value = frame.locals[name]
-        if type(value) is LaterLocal:
-            from_later.append(name)
-            continue
-        values.append(_local_value(interp, name, value, loc, mutables))
-        graph_inputs.append(name)
+            raise NotConvertible(f"{name!r} may be unbound at the statement", loc, KIND)
     for name in sorted(reads - own):
         _free_name(interp, frame, name, loc, mutables)
-    stores = sorted(names.stores & own)
-    fn = _compile(frame, node, graph_inputs, from_later, stores)
-    ctx.log_later(fn, tuple(values), loc, mutables)
-    for name in stores:
-        frame.locals[name] = LaterLocal(name, loc)
-    ctx.note(f"the statement at {loc} runs in Python after the graph, on the values it reads there")
+    return sorted(reads & own), sorted(names.stores & own), mutables
 
 
 _FRAME_NAMES = {"_getframe", "currentframe", "f_back", "f_locals", "getouterframes", "stack", "locals", "vars"}
@@ -430,3 +488,26 @@ def _root(tensor: tf.Tensor) -> tf.Tensor:
     while tensor.op.type == "Identity":
         tensor = tensor.op.inputs[0]
     return tensor
+
+
+# Stateful ops a prefix graph may hold: reads, and janus's own checks (a failed one changes nothing).
+_PURE_STATEFUL = frozenset({"ReadVariableOp", "VarHandleOp", "Placeholder", "JanusAssert", "NoOp", "Const"})
+
+
+def check_pure_prefix(graph: tf.Graph, ctx, stop: StopAt) -> None:
+    """A prefix graph runs again inside the whole graph after its statement: it must have no effect
+    (no Python writes or deferred calls, no TF state update, no random op, no print), and the
+    statement must change nothing the prefix read."""
+    if ctx.heap.writes or ctx.store_factory is not None or ctx.caught_tries:
+        raise NotConvertible("the code before the statement has Python effects or reads objects at run time",
+                             stop.loc, KIND)  # fmt: skip
+    impure = sorted({op.type for op in graph.get_operations() if op._is_stateful and op.type not in _PURE_STATEFUL})
+    if impure:
+        raise NotConvertible(
+            f"the code before the statement runs stateful ops ({', '.join(impure[:3])}): computed twice, they "
+            "would differ",
+            stop.loc,
+            KIND,
+        )
+    if stop.mutables & ctx.read_ids:
+        raise NotConvertible("the statement can change a container the code before it reads", stop.loc, KIND)

@@ -244,7 +244,9 @@ def segment_calls(jf) -> int:
     version = getattr(jf, "split", None)
     if version is None:
         return 0
-    return sum(s.jit.stats.graph_calls + segment_calls(s.jit) for s in version.segments)
+    prefix = getattr(version, "prefix", None)  # a recomputed prefix's graph (janus.partial.recompute)
+    served = prefix.stats.graph_calls if prefix is not None else 0
+    return served + sum(s.jit.stats.graph_calls + segment_calls(s.jit) for s in version.segments)
 
 
 def explain_lines(jf, indent: str = "  ") -> list[str]:
@@ -252,6 +254,8 @@ def explain_lines(jf, indent: str = "  ") -> list[str]:
     version = getattr(jf, "split", None)
     if version is None:
         return []
+    if hasattr(version, "explain_lines"):  # a recomputed prefix (janus.partial.recompute)
+        return version.explain_lines(indent)
     lines = [
         f"{indent}runs split into {len(version.segments)} graph segments; break at {version.where} "
         f"[{version.kind}]: {version.reason}",
