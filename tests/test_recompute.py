@@ -272,3 +272,29 @@ def test_a_numpy_scalar_is_not_printed_or_returned_from_a_graph():
     calls = [(tf.constant([1.0]), np.array([1.0, 2.0], np.float32))] * 6
     jitted = run_differential(make, calls, min_graph_calls=0)
     assert janus.stats(jitted)["graph_calls"] == 0 or "print" in janus.explain(jitted)
+
+
+def test_a_statement_returning_a_tensor_of_watched_arguments_keeps_their_gradients(monkeypatch):
+    monkeypatch.setattr(recompute, "MAX_LINKED_CALLS", 100)
+
+    def scaled(x: tf.Tensor, n: int) -> tf.Tensor:
+        peak = float(np.abs(x.numpy()).max())  # refused inside the helper: the call's statement breaks
+        return x * (peak + n)
+
+    def make():
+        def step(x, y, n):
+            with tf.GradientTape() as tape:
+                tape.watch([x, y])
+                out = scaled(x, n)
+                total = tf.reduce_sum(out * y)
+            return total, tape.gradient(total, [x, y])
+
+        return step, lambda: None
+
+    rng = np.random.default_rng(7)
+    calls = [
+        (tf.constant(rng.normal(size=3).astype(np.float32)), tf.constant(rng.normal(size=3).astype(np.float32)), 2)
+        for _ in range(8)
+    ]
+    jitted = run_differential(make, calls, min_graph_calls=0)
+    assert jitted.split.prefix.stats.imperative_calls == len(calls) - 3, janus.explain(jitted)

@@ -448,7 +448,6 @@ def _compile(frame, node: gast.stmt, graph_inputs: list[str], from_later: list[s
     compiled = compile(module, code.co_filename, "exec")
     factory_code = next(c for c in compiled.co_consts if isinstance(c, types.CodeType))
     inner_code = next(c for c in factory_code.co_consts if isinstance(c, types.CodeType))
-    inner_code = inner_code.replace(co_qualname=code.co_qualname) if hasattr(inner_code, "co_qualname") else inner_code
     closure = tuple(frame.cells[n] for n in inner_code.co_freevars)
     fn = types.FunctionType(inner_code, frame.func_globals, code.co_name, None, closure)
     fn.__module__ = frame.func_globals.get("__name__", fn.__module__)
