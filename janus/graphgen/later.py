@@ -32,7 +32,9 @@ Why that is eager's answer, and what is checked:
   rebuilds.
 * **Python state**: the mutable containers it can reach must be read nowhere by the graph
   (``GenerationContext.read_ids``): no converted code can see a change it makes too early or too
-  late. Writes the graph logs after it are replayed after it.
+  late. A NumPy array argument (or attribute) it reads, which it may write into, is not read by
+  the graph after it. Writes the graph logs after it are replayed after it. A statement in a
+  ``try`` body is refused: its exception would escape the handler, or miss the ``finally`` block.
 * **TF state**: the variables the graph updates after the statement (``tail_variables``) must not
   be updated before it. They are saved before each call; if the statement raises (Ctrl-C
   included: the commit lets SIGINT through while a statement runs), they are put back, the rest
@@ -205,6 +207,8 @@ def _names(node: gast.stmt) -> split._Names:  # noqa: SLF001 - one reading of na
 
 def _local_value(interp, name: str, value: object, loc: str, mutables: set[int]) -> object:
     """A local the statement reads, as the commit will hand it: a graph value or a constant."""
+    if isinstance(value, NumpyArray):  # the argument's own array: the statement may write into it
+        interp.ctx.later_arrays.add(id(value.sample))
     if is_symbolic(value) or isinstance(value, (PyNumber, NumpyArray)):
         return interp._runtime_value(value, loc)  # noqa: SLF001 - materialised as a deferred call's
     if isinstance(value, tf.Variable):
@@ -409,6 +413,12 @@ def tail_resources(graph: tf.Graph, ctx) -> list[tf.Tensor]:
     if shared:
         raise NotConvertible(
             "a container that a statement run after the graph can change is also read by the graph", where, KIND
+        )
+    if ctx.later_arrays & ctx.arrays_read_later:
+        raise NotConvertible(
+            "a NumPy array that a statement run after the graph can write into is read by the graph after it",
+            where,
+            KIND,
         )
     ops = graph.get_operations()
     first, last = ctx.later_marks[0], ctx.later_marks[-1]

@@ -1,0 +1,131 @@
+"""Breaking statements run after the graph (``janus.graphgen.later``) with users' code shapes.
+
+Each test is a shape from a real training script that once gave a different answer than eager
+(or checks how it is served now): differential after every call, with how janus served it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+import janus
+from tests.differential import assert_same, outcome, run_differential
+
+
+def _later_served(jitted, statements: int | None = None) -> None:
+    stats, text = janus.stats(jitted), janus.explain(jitted)
+    assert stats["graph_calls"] > 0 and stats["split_calls"] == 0, text
+    assert "runs in Python after the graph" in text, text
+    if statements is not None:
+        assert text.count("runs in Python after the graph") == statements, text
+
+
+def _not_later(jitted) -> None:
+    text = janus.explain(jitted)
+    assert janus.stats(jitted)["split_calls"] > 0, text
+    assert "runs in Python after the graph" not in text, text
+
+
+# ------------------------------------------------------------------ try / except / finally
+def test_a_user_check_in_a_try_is_caught_by_its_handler():
+    """``try: history.append(check(float(y.numpy()))) except ValueError: ...``: run after the graph,
+    the check raised outside the ``try`` (the call raised where eager's handler caught it)."""
+
+    def make():
+        w = tf.Variable(2.0)
+        history: list = []
+
+        def check(value: float) -> float:
+            if value > 2.2:
+                raise ValueError(f"diverged at {value:.3f}")
+            return value
+
+        def step(x):
+            y = w * x
+            try:
+                history.append(check(float(y.numpy())))
+            except ValueError:
+                history.append(-1.0)
+            w.assign_add(0.05)
+            return y
+
+        return step, lambda: (float(w.numpy()), list(history))
+
+    jitted = run_differential(make, [(tf.constant(1.0),)] * 10, min_graph_calls=0)
+    _not_later(jitted)
+
+
+def test_a_finally_block_runs_when_the_statement_raises():
+    """``try: log(...) finally: w.assign_add(...)``: where the statement raises, eager still ran the
+    ``finally`` block; janus put its update back with the rest of the graph's after the statement."""
+
+    def make():
+        w = tf.Variable(1.0)
+        seen: list = []
+
+        def log(value: float) -> None:
+            seen.append(value)
+            if len(seen) % 4 == 0:
+                raise ValueError("every fourth")
+
+        def step(x):
+            y = w * x
+            try:
+                log(float(y.numpy()))
+            finally:
+                w.assign_add(1.0)
+            return y
+
+        return step, lambda: (float(w.numpy()), list(seen))
+
+    jitted = run_differential(make, [(tf.constant(0.5),)] * 10, min_graph_calls=0)
+    assert "runs in Python after the graph" not in janus.explain(jitted)
+
+
+# ------------------------------------------------------------------ NumPy buffers
+def test_a_statement_writing_a_numpy_argument_the_graph_reads_after_it():
+    """A preallocated NumPy buffer passed in: ``buf[0] = loss.numpy()`` then ``x * buf`` reads the
+    new contents in eager; the graph was fed the buffer at the call's start."""
+
+    def make():
+        buf = np.ones(3, np.float32)
+
+        def step(x, b):
+            loss = tf.reduce_sum(x)
+            b[0] = loss.numpy()
+            return tf.reduce_sum(x * b)
+
+        return step, buf
+
+    eager, eager_buf = make()
+    raw, jit_buf = make()
+    jitted = janus.jit(raw)
+    for n in range(8):
+        x = tf.constant([1.0, 2.0, float(n)])
+        expected, actual = outcome(eager, (x, eager_buf)), outcome(jitted, (x, jit_buf))
+        assert actual[0] == expected[0] and actual[2] == expected[2], f"call {n}: {expected} {actual}"
+        assert_same(expected[1], actual[1], f"call {n}")
+        assert_same(eager_buf, jit_buf, f"call {n} buffer")
+    _not_later(jitted)
+
+
+def test_a_numpy_argument_read_by_the_graph_before_the_statement_still_runs_later():
+    """Labels as a NumPy batch: the loss reads them, then scikit-learn does; no read after it."""
+    from sklearn.metrics import accuracy_score
+
+    def make():
+        accs: list = []
+
+        def step(x, labels):
+            logits = tf.stack([x, -x], axis=1)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+            accs.append(accuracy_score(labels, logits.numpy().argmax(1)))
+            return loss
+
+        return step, lambda: list(accs)
+
+    rng = np.random.default_rng(0)
+    calls = [(tf.constant(rng.normal(size=6).astype(np.float32)), rng.integers(0, 2, 6)) for _ in range(8)]
+    jitted = run_differential(make, calls, min_graph_calls=3)
+    _later_served(jitted, 1)
