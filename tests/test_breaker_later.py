@@ -129,3 +129,82 @@ def test_a_numpy_argument_read_by_the_graph_before_the_statement_still_runs_late
     calls = [(tf.constant(rng.normal(size=6).astype(np.float32)), rng.integers(0, 2, 6)) for _ in range(8)]
     jitted = run_differential(make, calls, min_graph_calls=3)
     _later_served(jitted, 1)
+
+
+# ------------------------------------------------------------------ hidden TF state of libraries
+def _summary_steps(logdir) -> list[tuple[str, int]]:
+    files = sorted(logdir.glob("events.out.tfevents.*"))
+    return [
+        (value.tag, event.step)
+        for path in files
+        for event in tf.compat.v1.train.summary_iterator(str(path))
+        for value in event.summary.value
+    ]
+
+
+def test_tf_summary_scalar_with_the_default_step_before_the_optimizer_update(tmp_path):
+    """``tf.summary.experimental.set_step(opt.iterations)``, then in the step ``acc`` by NumPy and
+    ``tf.summary.scalar("acc", acc)`` before ``apply_gradients``: run after the graph, the summary
+    read the step the update had already incremented (every point logged one step late)."""
+    keras = tf.keras
+
+    def run(jit: bool) -> tuple[list, list]:
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.layers.Input((4,)), keras.layers.Dense(2)])
+        opt = keras.optimizers.SGD(0.1)
+        accs: list = []
+
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                logits = model(x)
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits))
+            acc = float((logits.numpy().argmax(1) == y.numpy()).mean())
+            accs.append(acc)
+            tf.summary.scalar("acc", acc)
+            opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+            return loss
+
+        fn = janus.jit(step) if jit else step
+        logdir = tmp_path / ("janus" if jit else "eager")
+        writer = tf.summary.create_file_writer(str(logdir))
+        rng = np.random.default_rng(1)
+        with writer.as_default():
+            tf.summary.experimental.set_step(opt.iterations)
+            try:
+                for _ in range(8):
+                    fn(tf.constant(rng.random((6, 4), dtype=np.float32)), tf.constant(rng.integers(0, 2, 6)))
+            finally:
+                tf.summary.experimental.set_step(None)
+        writer.close()
+        if jit:
+            assert janus.stats(fn)["graph_calls"] + janus.stats(fn)["segment_calls"] > 0, janus.explain(fn)
+        return accs, _summary_steps(logdir)
+
+    assert run(jit=True) == run(jit=False)
+
+
+def test_the_summary_step_read_by_a_statement_is_eagers():
+    def make():
+        step_var = tf.Variable(0, dtype=tf.int64)
+        seen: list = []
+
+        def step(x):
+            loss = tf.reduce_sum(x * x)
+            seen.append((float(loss.numpy()), int(tf.summary.experimental.get_step())))
+            step_var.assign_add(1)
+            return loss
+
+        return step, step_var, seen
+
+    eager, eager_step, eager_seen = make()
+    raw, jit_step, jit_seen = make()
+    jitted = janus.jit(raw)
+    try:
+        for n in range(8):
+            for fn, step_var in ((eager, eager_step), (jitted, jit_step)):
+                tf.summary.experimental.set_step(step_var)
+                fn(tf.constant([1.0, float(n)]))
+            assert jit_seen == eager_seen, f"call {n}"
+    finally:
+        tf.summary.experimental.set_step(None)
+    assert "runs in Python after the graph" not in janus.explain(jitted)

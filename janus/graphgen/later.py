@@ -433,7 +433,32 @@ def tail_resources(graph: tf.Graph, ctx) -> list[tf.Tensor]:
     before, after = written(ops[:first]), written(ops[last:])
     if before.keys() & after.keys():
         raise NotConvertible("a variable updated both before and after a statement run after the graph", where, KIND)
+    _guard_summary_step(ctx, where)
     return list(after.values())
+
+
+def _guard_summary_step(ctx, where: str) -> None:
+    """The ``tf.summary`` step (``tf.summary.experimental.set_step``, often an optimizer's
+    ``iterations``): library code a statement calls reads it (``tf.summary.scalar`` with no step)
+    where the walk cannot see. Guarded: ``check_summary_step`` then refuses it among the updates."""
+    from janus.assumptions.guards import GuardKind
+    from janus.assumptions.sources import CallSource
+
+    getter = tf.summary.experimental.get_step
+    source = CallSource(ctx.const(getter), (), "tf.summary.experimental.get_step()")
+    ctx.guard(
+        GuardKind.ID_MATCH, source, getter(), f"summary step@{where}:later", where, "the tf.summary step is unchanged"
+    )
+
+
+def check_summary_step(tail_variables: tuple, where: str) -> None:
+    """Refuses a tf.summary step among the variables the graph updates after a statement run later:
+    a statement writing a summary (or reading the step) would see the later step, not eager's."""
+    handle = getattr(tf.summary.experimental.get_step(), "handle", None)  # a Keras 3 variable's is its tf one's
+    if handle is not None and any(variable.handle is handle for variable in tail_variables):
+        raise NotConvertible(
+            "the tf.summary step is updated after a statement run after the graph, which may read it", where, KIND
+        )
 
 
 def _root(tensor: tf.Tensor) -> tf.Tensor:
