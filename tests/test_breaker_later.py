@@ -208,3 +208,47 @@ def test_the_summary_step_read_by_a_statement_is_eagers():
     finally:
         tf.summary.experimental.set_step(None)
     assert "runs in Python after the graph" not in janus.explain(jitted)
+
+
+# ------------------------------------------------------------------ the globals of a user's helper
+REPORTER = None  # a wandb/TensorBoard-style hook, set once training is under way
+
+
+def _report(value: float) -> None:
+    if REPORTER is not None:
+        REPORTER(value)
+
+
+def test_a_helpers_global_rebound_after_the_build_is_walked_again():
+    """``report(float(y.numpy()))`` whose helper calls a global hook, None while janus built; set
+    later to an object reading a variable the graph updates after the statement: unguarded, the
+    statement ran with it after the graph and read the variable's later value."""
+    global REPORTER
+
+    def make():
+        w = tf.Variable(1.0)
+        seen: list = []
+
+        def step(x):
+            y = x * w
+            _report(float(y.numpy()))
+            w.assign_add(1.0)
+            return y
+
+        def hook(value: float) -> None:
+            seen.append((value, float(w.numpy())))
+
+        return step, hook, lambda: (float(w.numpy()), list(seen))
+
+    eager, eager_hook, eager_state = make()
+    raw, jit_hook, jit_state = make()
+    jitted = janus.jit(raw)
+    try:
+        for n in range(10):
+            for fn, hook in ((eager, eager_hook), (jitted, jit_hook)):
+                REPORTER = hook if n >= 6 else None
+                fn(tf.constant(1.0))
+            assert_same(eager_state(), jit_state(), f"call {n}")
+    finally:
+        REPORTER = None
+    assert janus.stats(jitted)["graph_calls"] > 0, janus.explain(jitted)

@@ -56,7 +56,7 @@ import logging
 import pathlib
 import random
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import gast
 import numpy as np
@@ -256,9 +256,25 @@ def _free_name(interp, frame, name: str, loc: str, mutables: set[int]) -> None:
             GuardKind.KEY_ABSENT, ConstSource(g, "globals"), name, f"builtin {name}", loc, f"{name} is the builtin"
         )
         return
-    why = reach(value, mutables)
+    why = reach(value, mutables, functools.partial(_guard_name, ctx, loc))
     if why:
         raise NotConvertible(f"a statement run after the graph would reach {why} through {name!r}", loc, KIND)
+    _guard_source(ctx, loc, source, name, value)
+
+
+def _guard_name(ctx, loc: str, holder: dict | types.CellType, name: str, value: object) -> None:
+    """Guards a global (``holder``: the globals dict) or closure cell of a user function the
+    statement calls, as walked."""
+    from janus.assumptions.sources import CellSource, GlobalSource
+
+    source = GlobalSource(ctx.const(holder), name) if isinstance(holder, dict) else CellSource(ctx.const(holder), name)
+    _guard_source(ctx, loc, source, name, value)
+
+
+def _guard_source(ctx, loc: str, source, name: str, value: object) -> None:
+    """Guards a name the statement (or a function it calls) reads, as walked: a rebinding rebuilds."""
+    from janus.assumptions.guards import GuardKind
+
     key = f"{source.describe()}@{loc}:later"
     if _immutable(value):
         ctx.guard(GuardKind.TYPE_MATCH, source, type(value), key, loc, f"{name} is a {type(value).__name__}")
@@ -266,9 +282,11 @@ def _free_name(interp, frame, name: str, loc: str, mutables: set[int]) -> None:
         ctx.guard(GuardKind.ID_MATCH, source, value, key, loc, f"{name} is the object walked")
 
 
-def reach(value: object, mutables: set[int]) -> str | None:
+def reach(value: object, mutables: set[int], guard: Callable | None = None) -> str | None:
     """What ``value`` lets code reach that a statement run after the graph must not (a variable, a
-    Keras or other object), or None; adds the mutable containers it reaches to ``mutables``."""
+    Keras or other object), or None; adds the mutable containers it reaches to ``mutables``.
+    ``guard(holder, name, value)`` guards the globals and closure cells of the user functions it
+    walks (a helper's global rebound after the build, to a logger reading the model, rebuilds)."""
     seen: set[int] = set()
     todo = [value]
     while todo:
@@ -278,13 +296,13 @@ def reach(value: object, mutables: set[int]) -> str | None:
         if id(obj) in seen:
             continue
         seen.add(id(obj))
-        why = _step(obj, todo, mutables)
+        why = _step(obj, todo, mutables, guard)
         if why:
             return why
     return None
 
 
-def _step(obj: object, todo: list, mutables: set[int]) -> str | None:
+def _step(obj: object, todo: list, mutables: set[int], guard: Callable | None) -> str | None:
     t = type(obj)
     if isinstance(obj, (*_PLAIN_LEAVES, np.generic, np.dtype)):
         return None
@@ -310,7 +328,7 @@ def _step(obj: object, todo: list, mutables: set[int]) -> str | None:
         todo.extend([obj.func, *obj.args, *obj.keywords.values()])
         return None
     if isinstance(obj, types.FunctionType) and not is_library_code(obj.__code__):
-        return _user_function(obj, todo)
+        return _user_function(obj, todo, guard)
     if isinstance(obj, types.MethodType):
         todo.extend([obj.__func__, obj.__self__])
         return None
@@ -327,16 +345,24 @@ def _step(obj: object, todo: list, mutables: set[int]) -> str | None:
     return f"a {t.__qualname__} object"
 
 
-def _user_function(fn: types.FunctionType, todo: list) -> str | None:
+def _user_function(fn: types.FunctionType, todo: list, guard: Callable | None) -> str | None:
     """A user function the statement calls: what its code can name (globals, cells, defaults)."""
+    names: set[str] = set()
     for code in _codes(fn.__code__):
         for instruction in dis.get_instructions(code):
             if instruction.opname in _REBINDS:
                 return f"function {fn.__qualname__}, which rebinds {instruction.argval!r}"
         if _FRAME_NAMES & set(code.co_names):
             return f"function {fn.__qualname__}, which reads frames ({sorted(_FRAME_NAMES & set(code.co_names))[0]})"
-        todo.extend(fn.__globals__[n] for n in code.co_names if n in fn.__globals__)
-    todo.extend(c.cell_contents for c in fn.__closure__ or () if _bound(c))
+        names.update(n for n in code.co_names if n in fn.__globals__)
+    cells = [(n, c) for n, c in zip(fn.__code__.co_freevars, fn.__closure__ or ()) if _bound(c)]
+    todo.extend(fn.__globals__[n] for n in sorted(names))
+    todo.extend(c.cell_contents for _, c in cells)
+    if guard is not None:
+        for n in sorted(names):
+            guard(fn.__globals__, n, fn.__globals__[n])
+        for n, c in cells:
+            guard(c, n, c.cell_contents)
     todo.extend(fn.__defaults__ or ())
     todo.extend((fn.__kwdefaults__ or {}).values())
     return None
