@@ -9,8 +9,9 @@ always does. Refused, so that the function runs split with the ``try`` kept in P
 * a handler that ran while profiling: catching would be the common path, a fallback per call;
 * a body that raises while janus builds it (a ``raise``, a missing key): its handler would run;
 * a body that leaves the ``try`` by ``return``, ``break`` or ``continue``;
-* a body with a deferred Python effect (``print``, ``logging``, ``warnings``): it runs after the
-  graph, outside the handler (a warning filtered to "error" would raise there, uncaught).
+* a body with a deferred Python effect (``print``, ``logging``, ``warnings``) or a statement run
+  after the graph (``later.py``): it runs after the graph, outside the handler (a warning filtered
+  to "error", a user check, would raise there, uncaught).
 
 The graph records each such ``try``'s location (``ctx.caught_tries``): where its errors keep
 sending calls to eager, the driver splits the function there rather than give up on it.
@@ -41,10 +42,10 @@ def speculate(interp, frame, node: gast.Try) -> None:
         raise NotConvertible(
             f"the `try` body raises here ({err.reason}, {err.location}): its handler runs", loc
         ) from None
-    if any(write.kind == "call" for write in writes[before:]):
+    if any(write.kind in ("call", "statement") for write in writes[before:]):
         raise NotConvertible(
-            "a `try` body with a print, log or warning is not converted (it would run after the graph, "
-            "outside the handler)",
+            "a `try` body with a print, log or warning, or a statement run in Python, is not converted (it would "
+            "run after the graph, outside the handler)",
             loc,
         )
     interp.ctx.caught_tries.append(loc)

@@ -67,6 +67,8 @@ class GenerationContext:
         self.later_marks: list[int] = []  # the graph's op count at each of them
         self.later_mutables: set[int] = set()  # ids of the containers they can reach
         self.read_ids: set[int] = set()  # ids of the heap objects and argument containers the graph read
+        self.later_arrays: set[int] = set()  # ids of the argument/attribute arrays statements run later read
+        self.arrays_read_later: set[int] = set()  # ids of the arrays whose contents the graph reads after one
         self._origins: dict[int, Source] = {}  # id(heap snapshot or argument container) -> its source
         self._views: dict[int, object] = {}  # id(heap list/dict) -> its local view in this generation
         self.store_factory: pyheap.StoreFactory | None = None  # set when the graph uses the heap ops
@@ -232,7 +234,13 @@ class GenerationContext:
     def read_array(self, value: np.ndarray, source: Source, loc: str) -> NumpyArray:
         """An ndarray read from ``source``: guarded by type, dtype and shape, fed by value."""
         self.guard(GuardKind.NDARRAY_MATCH, source, (value.dtype, value.shape), f"{source.describe()}@{loc}", loc)
-        return NumpyArray(source, value, self.array_input)
+        return NumpyArray(source, value, self.array_input, self._array_read)
+
+    def _array_read(self, sample: np.ndarray) -> None:
+        """The graph reads an array's contents: after a statement run later (``janus.graphgen.later``),
+        which may have written into it in eager, that read is noted (the build then refuses)."""
+        if self.later_count:
+            self.arrays_read_later.add(id(sample))
 
     # ------------------------------------------------------------- tf.data datasets
     def read_dataset(self, value: tf.data.Dataset, source: Source, loc: str) -> tf.data.Dataset:

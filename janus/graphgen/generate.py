@@ -196,6 +196,8 @@ def generate(
             ctx.heap.writes[0].location,
             later.KIND,
         ) from None
+    if later_snapshot:
+        later.check_summary_step(later_snapshot, ctx.heap.writes[0].location)
     try:  # the updates before an op that may raise are saved and put back by the runner
         snapshot = _variables_of(concrete, snapshot_resources + unordered)
         updated_first = tuple(v.name for v in _variables_of(concrete, unordered))

@@ -726,10 +726,16 @@ class Interpreter:
 
     def _stmt_Try(self, frame: Frame, node: gast.Try) -> None:
         # In a graph no Python exception can occur: a failing assertion re-runs the whole call eagerly.
+        before = len(self.ctx.heap.writes)
         if node.handlers or node.orelse:
             caught_try.speculate(self, frame, node)  # the body is speculated not to raise
         else:
             self.exec_block(frame, node.body)
+        if node.finalbody and any(w.kind == "statement" for w in self.ctx.heap.writes[before:]):
+            raise NotConvertible(  # where it raises, eager runs the `finally` block: janus is past it
+                "a statement run after the graph inside a `try` with a `finally` block", self.loc(frame, node),
+                later.KIND,
+            )  # fmt: skip
         self.exec_block(frame, node.finalbody)
 
     # ----------------------------------------------------------------- expressions

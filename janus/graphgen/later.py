@@ -32,7 +32,9 @@ Why that is eager's answer, and what is checked:
   rebuilds.
 * **Python state**: the mutable containers it can reach must be read nowhere by the graph
   (``GenerationContext.read_ids``): no converted code can see a change it makes too early or too
-  late. Writes the graph logs after it are replayed after it.
+  late. A NumPy array argument (or attribute) it reads, which it may write into, is not read by
+  the graph after it. Writes the graph logs after it are replayed after it. A statement in a
+  ``try`` body is refused: its exception would escape the handler, or miss the ``finally`` block.
 * **TF state**: the variables the graph updates after the statement (``tail_variables``) must not
   be updated before it. They are saved before each call; if the statement raises (Ctrl-C
   included: the commit lets SIGINT through while a statement runs), they are put back, the rest
@@ -54,7 +56,7 @@ import logging
 import pathlib
 import random
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import gast
 import numpy as np
@@ -263,6 +265,8 @@ def _names(node: gast.stmt) -> split._Names:  # noqa: SLF001 - one reading of na
 
 def _local_value(interp, name: str, value: object, loc: str, mutables: set[int]) -> object:
     """A local the statement reads, as the commit will hand it: a graph value or a constant."""
+    if isinstance(value, NumpyArray):  # the argument's own array: the statement may write into it
+        interp.ctx.later_arrays.add(id(value.sample))
     if is_symbolic(value) or isinstance(value, (PyNumber, NumpyArray)):
         return interp._runtime_value(value, loc)  # noqa: SLF001 - materialised as a deferred call's
     if isinstance(value, tf.Variable):
@@ -310,9 +314,25 @@ def _free_name(interp, frame, name: str, loc: str, mutables: set[int]) -> None:
             GuardKind.KEY_ABSENT, ConstSource(g, "globals"), name, f"builtin {name}", loc, f"{name} is the builtin"
         )
         return
-    why = reach(value, mutables)
+    why = reach(value, mutables, functools.partial(_guard_name, ctx, loc))
     if why:
         raise NotConvertible(f"a statement run after the graph would reach {why} through {name!r}", loc, KIND)
+    _guard_source(ctx, loc, source, name, value)
+
+
+def _guard_name(ctx, loc: str, holder: dict | types.CellType, name: str, value: object) -> None:
+    """Guards a global (``holder``: the globals dict) or closure cell of a user function the
+    statement calls, as walked."""
+    from janus.assumptions.sources import CellSource, GlobalSource
+
+    source = GlobalSource(ctx.const(holder), name) if isinstance(holder, dict) else CellSource(ctx.const(holder), name)
+    _guard_source(ctx, loc, source, name, value)
+
+
+def _guard_source(ctx, loc: str, source, name: str, value: object) -> None:
+    """Guards a name the statement (or a function it calls) reads, as walked: a rebinding rebuilds."""
+    from janus.assumptions.guards import GuardKind
+
     key = f"{source.describe()}@{loc}:later"
     if _immutable(value):
         ctx.guard(GuardKind.TYPE_MATCH, source, type(value), key, loc, f"{name} is a {type(value).__name__}")
@@ -320,9 +340,11 @@ def _free_name(interp, frame, name: str, loc: str, mutables: set[int]) -> None:
         ctx.guard(GuardKind.ID_MATCH, source, value, key, loc, f"{name} is the object walked")
 
 
-def reach(value: object, mutables: set[int]) -> str | None:
+def reach(value: object, mutables: set[int], guard: Callable | None = None) -> str | None:
     """What ``value`` lets code reach that a statement run after the graph must not (a variable, a
-    Keras or other object), or None; adds the mutable containers it reaches to ``mutables``."""
+    Keras or other object), or None; adds the mutable containers it reaches to ``mutables``.
+    ``guard(holder, name, value)`` guards the globals and closure cells of the user functions it
+    walks (a helper's global rebound after the build, to a logger reading the model, rebuilds)."""
     seen: set[int] = set()
     todo = [value]
     while todo:
@@ -332,13 +354,13 @@ def reach(value: object, mutables: set[int]) -> str | None:
         if id(obj) in seen:
             continue
         seen.add(id(obj))
-        why = _step(obj, todo, mutables)
+        why = _step(obj, todo, mutables, guard)
         if why:
             return why
     return None
 
 
-def _step(obj: object, todo: list, mutables: set[int]) -> str | None:
+def _step(obj: object, todo: list, mutables: set[int], guard: Callable | None) -> str | None:
     t = type(obj)
     if isinstance(obj, (*_PLAIN_LEAVES, np.generic, np.dtype)):
         return None
@@ -364,7 +386,7 @@ def _step(obj: object, todo: list, mutables: set[int]) -> str | None:
         todo.extend([obj.func, *obj.args, *obj.keywords.values()])
         return None
     if isinstance(obj, types.FunctionType) and not is_library_code(obj.__code__):
-        return _user_function(obj, todo)
+        return _user_function(obj, todo, guard)
     if isinstance(obj, types.MethodType):
         todo.extend([obj.__func__, obj.__self__])
         return None
@@ -381,16 +403,24 @@ def _step(obj: object, todo: list, mutables: set[int]) -> str | None:
     return f"a {t.__qualname__} object"
 
 
-def _user_function(fn: types.FunctionType, todo: list) -> str | None:
+def _user_function(fn: types.FunctionType, todo: list, guard: Callable | None) -> str | None:
     """A user function the statement calls: what its code can name (globals, cells, defaults)."""
+    names: set[str] = set()
     for code in _codes(fn.__code__):
         for instruction in dis.get_instructions(code):
             if instruction.opname in _REBINDS:
                 return f"function {fn.__qualname__}, which rebinds {instruction.argval!r}"
         if _FRAME_NAMES & set(code.co_names):
             return f"function {fn.__qualname__}, which reads frames ({sorted(_FRAME_NAMES & set(code.co_names))[0]})"
-        todo.extend(fn.__globals__[n] for n in code.co_names if n in fn.__globals__)
-    todo.extend(c.cell_contents for c in fn.__closure__ or () if _bound(c))
+        names.update(n for n in code.co_names if n in fn.__globals__)
+    cells = [(n, c) for n, c in zip(fn.__code__.co_freevars, fn.__closure__ or ()) if _bound(c)]
+    todo.extend(fn.__globals__[n] for n in sorted(names))
+    todo.extend(c.cell_contents for _, c in cells)
+    if guard is not None:
+        for n in sorted(names):
+            guard(fn.__globals__, n, fn.__globals__[n])
+        for n, c in cells:
+            guard(c, n, c.cell_contents)
     todo.extend(fn.__defaults__ or ())
     todo.extend((fn.__kwdefaults__ or {}).values())
     return None
@@ -467,6 +497,12 @@ def tail_resources(graph: tf.Graph, ctx) -> list[tf.Tensor]:
         raise NotConvertible(
             "a container that a statement run after the graph can change is also read by the graph", where, KIND
         )
+    if ctx.later_arrays & ctx.arrays_read_later:
+        raise NotConvertible(
+            "a NumPy array that a statement run after the graph can write into is read by the graph after it",
+            where,
+            KIND,
+        )
     ops = graph.get_operations()
     first, last = ctx.later_marks[0], ctx.later_marks[-1]
     if any(op.type == "PrintV2" or op.type.startswith("Horovod") for op in ops[first:]):
@@ -480,7 +516,32 @@ def tail_resources(graph: tf.Graph, ctx) -> list[tf.Tensor]:
     before, after = written(ops[:first]), written(ops[last:])
     if before.keys() & after.keys():
         raise NotConvertible("a variable updated both before and after a statement run after the graph", where, KIND)
+    _guard_summary_step(ctx, where)
     return list(after.values())
+
+
+def _guard_summary_step(ctx, where: str) -> None:
+    """The ``tf.summary`` step (``tf.summary.experimental.set_step``, often an optimizer's
+    ``iterations``): library code a statement calls reads it (``tf.summary.scalar`` with no step)
+    where the walk cannot see. Guarded: ``check_summary_step`` then refuses it among the updates."""
+    from janus.assumptions.guards import GuardKind
+    from janus.assumptions.sources import CallSource
+
+    getter = tf.summary.experimental.get_step
+    source = CallSource(ctx.const(getter), (), "tf.summary.experimental.get_step()")
+    ctx.guard(
+        GuardKind.ID_MATCH, source, getter(), f"summary step@{where}:later", where, "the tf.summary step is unchanged"
+    )
+
+
+def check_summary_step(tail_variables: tuple, where: str) -> None:
+    """Refuses a tf.summary step among the variables the graph updates after a statement run later:
+    a statement writing a summary (or reading the step) would see the later step, not eager's."""
+    handle = getattr(tf.summary.experimental.get_step(), "handle", None)  # a Keras 3 variable's is its tf one's
+    if handle is not None and any(variable.handle is handle for variable in tail_variables):
+        raise NotConvertible(
+            "the tf.summary step is updated after a statement run after the graph, which may read it", where, KIND
+        )
 
 
 def _root(tensor: tf.Tensor) -> tf.Tensor:

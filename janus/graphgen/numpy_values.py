@@ -15,6 +15,7 @@ else (NumPy arithmetic, indexing, printing) needs the data now: refused.
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -25,10 +26,13 @@ from janus.assumptions.sources import Source
 class NumpyArray:
     """An ndarray at ``path``, of a guarded dtype and shape, known by value only at run time."""
 
-    def __init__(self, source: Source, sample: np.ndarray, feed) -> None:
+    def __init__(
+        self, source: Source, sample: np.ndarray, feed, on_read: Callable[[np.ndarray], None] | None = None
+    ) -> None:
         self.source = source
         self.sample = sample  # the array seen while generating: gives dtype and shape only
         self._feed = feed  # ctx.array_input: an eager placeholder that prepare() fills from path
+        self._on_read = on_read  # told of each read of the contents (statements run later may write them)
         self._placeholder: tf.Tensor | None = None
 
     @property
@@ -49,6 +53,8 @@ class NumpyArray:
     def tensor(self) -> tf.Tensor:
         if self._placeholder is None:
             self._placeholder = self._feed(self.source, self.sample)
+        if self._on_read is not None:
+            self._on_read(self.sample)
         return tf.identity(self._placeholder)
 
 
