@@ -125,6 +125,12 @@ def test_a_statement_that_raises_leaves_no_update():
     _recomputed(jitted)
 
 
+def _weigh(values: np.ndarray) -> np.ndarray:
+    weights = np.exp(-np.abs(values))
+    print(f"weights {weights.sum():.4f}")
+    return weights
+
+
 def test_printing_and_a_shape_change_and_a_prefix_assumption():
     def make():
         w = tf.Variable([[1.0], [0.5]])
@@ -135,8 +141,7 @@ def test_printing_and_a_shape_change_and_a_prefix_assumption():
                 y = x @ w
                 if flag:
                     y = y * 2.0
-                weights = np.exp(-np.abs(y.numpy()))
-                print(f"weights {weights.sum():.4f}")
+                weights = _weigh(y.numpy())
                 loss = tf.reduce_mean(weights * y)
             w.assign_sub(0.1 * tape.gradient(loss, w))
             log.append(len(weights))
@@ -298,3 +303,35 @@ def test_a_statement_returning_a_tensor_of_watched_arguments_keeps_their_gradien
     ]
     jitted = run_differential(make, calls, min_graph_calls=0)
     assert jitted.split.prefix.stats.imperative_calls == len(calls) - 3, janus.explain(jitted)
+
+
+def _rescale(scales: list, values: np.ndarray) -> None:
+    scales[0] = float(values.sum())
+
+
+def test_a_statement_changing_an_argument_the_prefix_read_runs_eagerly():
+    def make():
+        w = tf.Variable([0.5, 0.25])
+
+        def step(x, scales):
+            with tf.GradientTape() as tape:
+                y = w * x * scales[0]  # the prefix reads the list passed in
+                _rescale(scales, y.numpy())  # which the statement changes
+                loss = tf.reduce_sum(y * y) * scales[0]
+            w.assign_sub(0.01 * tape.gradient(loss, w))
+            return loss
+
+        return step, lambda: w.numpy()
+
+    eager, eager_state = make()
+    raw, jit_state = make()
+    jitted = janus.jit(raw)
+    for n in range(8):
+        expected_scales, actual_scales = [1.0], [1.0]
+        expected = eager(tf.constant([1.0, 2.0]), expected_scales)
+        actual = jitted(tf.constant([1.0, 2.0]), actual_scales)
+        np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-5, err_msg=f"call {n}")
+        np.testing.assert_allclose(jit_state(), eager_state(), rtol=1e-5, err_msg=f"call {n}")
+        assert actual_scales == pytest.approx(expected_scales, rel=1e-5)
+    version = jitted.split  # the check sends every call to eager before the prefix graph runs
+    assert version.prefix.stats.graph_calls == 0 and version.prefix.stats.fallbacks == 5, janus.explain(jitted)

@@ -21,7 +21,9 @@ nothing, and calls it a *recomputed prefix*:
    random or other stateful op but variable reads. Arguments it does not read are not guarded;
 2. **the statement**, in Python, on those values and on the arguments it reads as passed. What it
    can reach is walked as for statements run after the graph (``janus.graphgen.later``): no
-   variable, no Keras object, no tape, and nothing the prefix read that it could change;
+   variable, no Keras object, no tape, and nothing the prefix read that it could change (its
+   names while generating; the arguments it reads on every call, a call that fails it running
+   eagerly before the statement ran);
 3. **the whole function** with the statement's results fed in its place: a ``janus.jit`` function
    of its own (``whole``), profiled, guarded and falling back like any other. Running its prefix
    again, eagerly or as a graph, reproduces the prefix graph's values and has no effect.
@@ -50,6 +52,7 @@ from janus.executor.cache import GraphCache
 from janus.executor.runner import AssumptionFailed
 from janus.executor.stats import Stats
 from janus.graphgen.errors import GenerationError, NotConvertible
+from janus.graphgen import later
 from janus.graphgen.generate import generate
 from janus.graphgen.source import function_ast, location, register_ast
 from janus.partial import split
@@ -71,6 +74,7 @@ class Prefix:
     def __init__(self) -> None:
         self.cache = GraphCache()
         self.stats = Stats()
+        self.params: list[str] = []  # the arguments the code before the statement reads
 
 
 class RecomputeVersion(SplitVersion):
@@ -172,6 +176,7 @@ def _prefix_graph(jf, node, found: list, line: int) -> Prefix | None:
         return None
     prefix = Prefix()
     prefix.cache.add(graph)
+    prefix.params = [name for name in jf.params if name in reads]
     return prefix
 
 
@@ -207,6 +212,7 @@ def _build(jf, node, found: list, prefix: Prefix, err: NotConvertible) -> Recomp
     version = RecomputeVersion(None, [Segment(seg_plan, whole)], err.location, err.kind, err.reason, [statement.lineno])
     version.prefix = prefix
     call = _Call(jf, prefix, stop, whole, connected_fn, params[:-1], connected_params[:-2])
+    call.prefix_params = prefix.params
     version.fn = call
     return version
 
@@ -217,21 +223,22 @@ class _Call:
     def __init__(self, jf, prefix: Prefix, stop, whole, connected, params: list, connected_params: list) -> None:
         self.jf, self.prefix, self.stop, self.whole, self.connected = jf, prefix, stop, whole, connected
         self.params, self.connected_params = params, connected_params
+        self.prefix_params: list[str] = []  # the arguments the code before the statement reads
         self.__code__ = jf.fn.__code__  # SplitVersion reads its flags (not a generator)
 
     def __call__(self, *args: object, **kwargs: object) -> object:
         jf, stats = self.jf, self.prefix.stats
         bound = jf._bind(args, kwargs)  # noqa: SLF001
         stats.count("calls")
+        arguments = {} if bound is None else dict(zip(jf.params, bound))
         runner, flat = (None, None) if bound is None else self.prefix.cache.lookup(bound)
-        if runner is None:
+        if runner is None or not self._apart(arguments):
             return self._eagerly(args, kwargs)
         try:
             values = runner(flat, bound)
         except (AssumptionFailed, tf.errors.OpError):  # it changed nothing: eager's own run (and error)
             return self._eagerly(args, kwargs)
         stats.count("graph_calls")
-        arguments = dict(zip(jf.params, bound))
         stop = self.stop
         inputs = [*values, *(arguments[n] for n in stop.arguments)]
         sources = [v for v in inputs if _differentiable(v)]
@@ -252,6 +259,22 @@ class _Call:
         jf, version = self.jf, self.jf.split
         log.info("janus: %s: its statement returns tensors: it runs split from now on", jf.fn.__qualname__)
         jf.split = split_function(jf, version.reason, version.where, version.kind)
+
+    def _apart(self, arguments: dict) -> bool:
+        """Whether the arguments the statement reads, as passed this call, let it reach no variable,
+        Keras or other object, and nothing the prefix reads that it could change (walked each call:
+        the prefix graph saw them only as values)."""
+        reached: set[int] = set()
+        for name in self.stop.arguments:
+            if later.reach(arguments[name], reached) is not None:
+                return False
+        if not reached:
+            return True
+        read: set[int] = set()
+        for name in self.prefix_params:
+            later.reach(arguments[name], read)
+            read.add(id(arguments[name]))
+        return not reached & read
 
     def _eagerly(self, args: tuple, kwargs: dict) -> object:
         self.prefix.stats.count("fallbacks")
