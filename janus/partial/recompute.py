@@ -51,8 +51,8 @@ from janus.config import config
 from janus.executor.cache import GraphCache
 from janus.executor.runner import AssumptionFailed
 from janus.executor.stats import Stats
-from janus.graphgen.errors import GenerationError, NotConvertible
 from janus.graphgen import later
+from janus.graphgen.errors import GenerationError, NotConvertible
 from janus.graphgen.generate import generate
 from janus.graphgen.source import function_ast, location, register_ast
 from janus.partial import split
