@@ -451,6 +451,7 @@ class JitFunction:
         except build.OpBuildError as err:
             self._go_imperative(f"janus's C++ ops are unavailable: {err}", "", "ops unavailable")
             return
+        presave: tuple = ()  # variables a statement run after the graph may need put back
         while True:
             specs: list[ArgSpec] = []
             try:
@@ -458,8 +459,11 @@ class JitFunction:
                 with _progress(self.fn.__qualname__):
                     graph = generate(
                         self.fn, self.params, specs, self.profile, self.failures.__getitem__,
-                        frozenset(self._later_lines),
+                        frozenset(self._later_lines), presave=presave,
                     )  # fmt: skip
+                if graph.later_snapshot and not graph.presaved and not presave:
+                    presave = graph.later_snapshot  # built again: the graph reads them first, at no cost
+                    continue
             except NeedsStaticShape as err:
                 log_breaks.debug("%s: %s; building again with exact shapes", self.fn.__qualname__, err)
                 if self._exact_shapes:

@@ -47,8 +47,10 @@ class GraphRunner:
         self._commit = graph.commit
         self._stores = graph.store_factory
         self._snapshot = graph.snapshot
-        self._later = graph.later_snapshot  # put back when a statement run after the graph raises
-        self._saver = VariableSaver((*self._snapshot, *self._later))
+        # put back when a statement run after the graph raises: their values come last in the
+        # graph's outputs (presaved), or are read before each call
+        self._later = graph.presaved or graph.later_snapshot
+        self._saver = VariableSaver((*self._snapshot, *(() if graph.presaved else self._later)))
         self._effects = bool(graph.state_writes) or graph.commit is not None or graph.store_factory is not None
         self.warm = False  # the first call instantiates and optimises the function: part of its build
 
@@ -63,7 +65,6 @@ class GraphRunner:
 
     def _run(self, flat: list, args: tuple) -> object:
         saved = self._saver.save()
-        later_saved = saved[len(self._snapshot) :]
         try:
             if record.could_possibly_record():
                 ctx = context.context()
@@ -89,6 +90,9 @@ class GraphRunner:
         result, values = self._unpack(outputs, args)
         if self._commit is not None:  # then the heap writes of the fast path, in program order
             if self._later:
+                later_saved = outputs[len(outputs) - len(self._later) :] if self.graph.presaved else (
+                    saved[len(self._snapshot) :]
+                )  # fmt: skip
                 self._commit_or_restore(values, args, later_saved)
             else:
                 self._commit(values, *args)

@@ -77,6 +77,7 @@ class GeneratedGraph:
     snapshot: tuple  # variables the runner saves before a call and puts back if an op raises
     later_snapshot: tuple  # variables it saves and puts back if a statement run after the graph raises
     stop: object  # a prefix graph's statement (later.StopAt), or None
+    presaved: tuple  # later_snapshot's variables, in the order their values end the outputs (else read first)
     recursive: bool  # calls recursive graph functions (JanusInvoke)
     build_seconds: float
     notes: list[str]
@@ -107,10 +108,13 @@ def generate(
     failures: Callable[[str], int] = lambda key: 0,
     later_lines: frozenset[int] = frozenset(),
     stop_line: int | None = None,
+    presave: tuple = (),
 ) -> GeneratedGraph:
     """The graph of ``func`` specialised on ``specs``; ``later_lines``: statements of its body to
     run in Python after the graph (``janus.graphgen.later``); ``stop_line``: a prefix graph that
-    ends at that statement and returns what it reads, with no effect (``janus.partial.recompute``)."""
+    ends at that statement and returns what it reads, with no effect (``janus.partial.recompute``);
+    ``presave``: variables the graph reads first and returns last (their values before the call,
+    which the runner puts back if a statement run after the graph raises)."""
     started = time.perf_counter()
     ctx = GenerationContext(profile, f"{func.__name__}__janus", [f"a{i}" for i in range(len(params))], failures)
     ctx.top_code, ctx.later_lines, ctx.stop_line = func.__code__, later_lines, stop_line
@@ -136,6 +140,8 @@ def generate(
         for i, ph in enumerate(placeholders):
             ctx.code.bind(ph, str(flat_inputs[i]))
         ctx.initial_args = dict(values)
+        # read first: TF orders them before any update of their variables
+        presaved = [tf.raw_ops.ReadVariableOp(resource=v.handle, dtype=v.dtype) for v in presave]
         try:
             result = Interpreter(ctx).run(func, values)
         except later.StopAt as stop:
@@ -147,6 +153,7 @@ def generate(
         flatten = _Flattener(outputs, ctx, len(params))
         write_templates.extend(flatten(w.value, w.location) for w in ctx.heap.writes)
         template.append(flatten(result, loc))
+        outputs.extend(presaved)  # last: the unpacking reads outputs by index
         ctx.check_shared_iteration()
         graph = tf.compat.v1.get_default_graph()
         if ctx.later_count:
@@ -235,6 +242,7 @@ def generate(
         ops_before_writes=frozenset(recoverable),
         snapshot=snapshot,
         later_snapshot=later_snapshot,
+        presaved=tuple(presave) if {id(v) for v in presave} == {id(v) for v in later_snapshot} else (),
         stop=stopped[0] if stopped else None,
         recursive=bool(ctx.recursive_functions),
         build_seconds=time.perf_counter() - started,
