@@ -124,7 +124,7 @@ class JitFunction:
         self._said_over_budget = False
         self._exact_shapes = False
         self._broadcast_done = False
-        self._later_lines: set[int] = set()  # statements of its body run after the graph (graphgen.later)
+        self._later_lines: dict[int, str] = {}  # statements of its body run after the graph, and why
         self._later_first: NotConvertible | None = None  # the refusal that made it try them
         self._later_off = False  # tried and refused: its refusals split it, as before
 
@@ -459,7 +459,7 @@ class JitFunction:
                 with _progress(self.fn.__qualname__):
                     graph = generate(
                         self.fn, self.params, specs, self.profile, self.failures.__getitem__,
-                        frozenset(self._later_lines), presave=presave,
+                        dict(self._later_lines), presave=presave,
                     )  # fmt: skip
                 if graph.later_snapshot and not graph.presaved and not presave:
                     presave = graph.later_snapshot  # built again: the graph reads them first, at no cost
@@ -558,7 +558,7 @@ class JitFunction:
             return False
         log_breaks.debug("%s: %s; building again with line %d run after the graph", self.fn.__qualname__, err, line)
         self._later_first = self._later_first or err
-        self._later_lines.add(line)
+        self._later_lines[line] = f"[{err.kind}] {err.reason}"
         return True
 
     def _constant_flags(self, err: NotConvertible | GenerationError | _FlagsFailed) -> bool:

@@ -59,7 +59,7 @@ class GenerationContext:
         self._paths: dict[int, Source] = {}  # id(guarded object) -> a source that re-reads it
         self.heap = HeapLog()
         self.top_code: types.CodeType | None = None  # the function being built (not those it inlines)
-        self.later_lines: frozenset[int] = frozenset()  # its statements the driver asks to run later
+        self.later_lines: dict[int, str] = {}  # its statements the driver asks to run later: why
         self.later_count = 0  # statements logged to run after the graph (janus.graphgen.later)
         self.later_bound: set[str] = set()  # the locals they bind
         self.stop_line: int | None = None  # a prefix graph ends at this statement (janus.partial.recompute)

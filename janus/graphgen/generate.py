@@ -106,7 +106,7 @@ def generate(
     specs: list[ArgSpec],
     profile: Profile,
     failures: Callable[[str], int] = lambda key: 0,
-    later_lines: frozenset[int] = frozenset(),
+    later_lines: dict[int, str] | None = None,
     stop_line: int | None = None,
     presave: tuple = (),
 ) -> GeneratedGraph:
@@ -117,7 +117,7 @@ def generate(
     which the runner puts back if a statement run after the graph raises)."""
     started = time.perf_counter()
     ctx = GenerationContext(profile, f"{func.__name__}__janus", [f"a{i}" for i in range(len(params))], failures)
-    ctx.top_code, ctx.later_lines, ctx.stop_line = func.__code__, later_lines, stop_line
+    ctx.top_code, ctx.later_lines, ctx.stop_line = func.__code__, dict(later_lines or {}), stop_line
     stopped: list[later.StopAt] = []
     loc = location(func.__code__)
     signature: list[tf.TensorSpec] = []

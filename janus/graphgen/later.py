@@ -163,7 +163,9 @@ def run_later(interp, frame, node: gast.stmt) -> None:
     for name in stores:
         frame.locals[name] = bound_later(name, loc)
         ctx.later_bound.add(name)
-    ctx.note(f"the statement at {loc} runs in Python after the graph, on the values it reads there")
+    why = next((r for line, r in ctx.later_lines.items() if node.lineno <= line <= (node.end_lineno or node.lineno)),
+               f"it reads {', '.join(from_later) or 'a local'} that a statement run after the graph binds")  # fmt: skip
+    ctx.note(f"the statement at {loc} runs in Python after the graph, on the values it reads there: {why}")
 
 
 class StopAt(BaseException):  # noqa: N818 - not an error: the prefix graph ends here
