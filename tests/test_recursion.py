@@ -10,6 +10,7 @@ import tensorflow as tf
 from differential import run_differential
 
 import janus
+from janus.graphgen import recursion_grad
 
 
 class Node:
@@ -352,3 +353,19 @@ def test_scalar_tensor_and_float_attributes_of_nodes_are_served_by_the_graph():
     calls = [([scored_tree(rng, int(rng.integers(1, 12))) for _ in range(2)],) for _ in range(8)]
     jitted = run_differential(make, calls, min_graph_calls=5)
     assert janus.stats(jitted)["fallbacks"] == 0, janus.explain(jitted)
+
+
+def test_sparse_gradients_build_a_backward_without_zero_gradients_for_intermediates():
+    """The embedding's gradient is sparse, so the backward is built a second time, over conds that
+    already output the first attempt's intermediates. Those (and invocation frames) get no
+    gradient: no ZerosLike of a variant runs per backward invocation. Values and gradients stay eager's."""
+    rng = np.random.default_rng(5)
+    calls = [([random_tree(rng, int(rng.integers(2, 12))) for _ in range(2)],) for _ in range(6)]
+    run_differential(tree_program(train=True), calls, min_graph_calls=3)
+    built = [rf for rf in recursion_grad.registry.values() if rf.code is TreeRNN.encode.__code__ and rf.backward]
+    assert built and built[-1].grad_kinds[0] == "sparse"  # the embedding: the retried build
+    library = built[-1].backward.graph.as_graph_def()
+    nodes = [n for f in library.library.function for n in f.node_def] + list(library.node)
+    assert any(n.op == "JanusInvokeGrad" for n in nodes)
+    zeros = [n.name for n in nodes if n.op == "ZerosLike" and n.attr["T"].type == tf.variant.as_datatype_enum]
+    assert zeros == []
