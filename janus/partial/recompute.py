@@ -185,7 +185,8 @@ def _build(jf, node, found: list, prefix: Prefix, err: NotConvertible) -> Recomp
     statement = block[index]
     targets = f"({', '.join(stop.stores)},) = " if stop.stores else ""
     fed = ast.parse(f"{targets}{FED}" if stop.stores else "pass").body[0]
-    names = ", ".join(stop.names) + ("," if len(stop.names) == 1 else "")
+    read = [*stop.names, *stop.arguments]  # in the order the statement takes them (_Call)
+    names = ", ".join(read) + ("," if len(read) == 1 else "")
     connected = ast.parse(f"{targets}{CONNECT}({FED}, {LINK}, ({names}))" if stop.stores else "pass").body[0]
     whole_node, params = _variant(node, found, fed, jf.params, [FED], "_janus_whole")
     connected_node, connected_params = _variant(node, found, connected, jf.params, [FED, LINK], "_janus_connected")
@@ -225,6 +226,10 @@ class _Call:
         runner, flat = (None, None) if bound is None else self.prefix.cache.lookup(bound)
         if runner is None:
             return self._eagerly(args, kwargs)
+        unsafe = self.stop.unsafe_arguments(dict(zip(jf.params, bound)))
+        if unsafe:  # eager's run, and split from now on
+            self.give_up(unsafe)
+            return self._eagerly(args, kwargs)
         try:
             values = runner(flat, bound)
         except (AssumptionFailed, tf.errors.OpError):  # it changed nothing: eager's own run (and error)
@@ -232,23 +237,24 @@ class _Call:
         stats.count("graph_calls")
         arguments = dict(zip(jf.params, bound))
         stop = self.stop
-        sources = [v for v in values if _differentiable(v)]
+        inputs = [*values, *(arguments[n] for n in stop.arguments)]
+        sources = [v for v in inputs if _differentiable(v)]
         namespace: dict = {}
         with tf.GradientTape(persistent=True, watch_accessed_variables=False) as tape:
-            tape.watch(sources)  # the statement's tensors, linked to the prefix's if it returns any
-            stop.fn(namespace, *values, *(arguments[n] for n in stop.arguments))
+            tape.watch(sources)  # the statement's tensors, linked to the prefix's and arguments if it returns any
+            stop.fn(namespace, *inputs)
         fed = tuple(namespace[n] for n in stop.stores)
         if not any(isinstance(v, tf.Tensor) for v in tf.nest.flatten(fed)):
             return self.whole(*(arguments[n] for n in self.params), fed)
         stats.count("imperative_calls")  # eager, the statement's tensors linked to the prefix's
         if stats.imperative_calls >= MAX_LINKED_CALLS:  # it returns tensors: splitting is faster
-            self.give_up()
+            self.give_up("its statement returns tensors")
         return self.connected(*(arguments[n] for n in self.connected_params), fed, (tape, sources))
 
-    def give_up(self) -> None:
+    def give_up(self, why: str) -> None:
         """From the next call on, the function runs split (or eagerly), as without a recomputed prefix."""
         jf, version = self.jf, self.jf.split
-        log.info("janus: %s: its statement returns tensors: it runs split from now on", jf.fn.__qualname__)
+        log.info("janus: %s: %s: it runs split from now on", jf.fn.__qualname__, why)
         jf.split = split_function(jf, version.reason, version.where, version.kind)
 
     def _eagerly(self, args: tuple, kwargs: dict) -> object:
@@ -261,8 +267,9 @@ def _differentiable(value: object) -> bool:
 
 
 def _connect(fed: tuple, link: tuple, recomputed: tuple) -> tuple:
-    """``fed`` with its float tensors linked to ``recomputed`` (the prefix's locals computed again,
-    in the order the statement read them): their gradients are the recorded statement's."""
+    """``fed`` with its float tensors linked to ``recomputed`` (the prefix's locals computed again
+    and the arguments, in the order the statement read them): their gradients are the recorded
+    statement's."""
     tape, sources = link
     now = [v for v in recomputed if _differentiable(v)]
     flat = tf.nest.flatten(fed)

@@ -1,0 +1,213 @@
+"""Breaking the recomputed prefix (``janus.partial.recompute``) and NumPy reductions of fed arrays
+(``janus.graphgen.numpy_values``) with users' code shapes: differential against eager after every
+call, and how janus served the calls."""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+import janus
+from janus.partial import recompute
+from tests.differential import assert_same_call, outcome, run_differential
+
+keras = tf.keras
+
+
+def _recomputed(jitted) -> bool:
+    version = getattr(jitted, "jit_function", jitted).split  # a method's BoundJit
+    return version is not None and hasattr(version, "prefix") and version.prefix.stats.graph_calls > 0
+
+
+def _xs(n: int, shape=(4, 2), seed: int = 0) -> list[tuple]:
+    rng = np.random.default_rng(seed)
+    return [(tf.constant(rng.normal(size=shape).astype(np.float32)),) for _ in range(n)]
+
+
+# ------------------------------------------------------------------ what the statement reaches
+class _Annealer:
+    def __init__(self) -> None:
+        self.w = tf.Variable([[0.5], [-0.3]])
+        self.temperature = 1.0
+
+    def soft_targets(self, preds: np.ndarray) -> np.ndarray:
+        self.temperature *= 0.5  # annealed by the statement: the prefix read the old value
+        return np.tanh(preds) * 0.5
+
+    def step(self, x):
+        with tf.GradientTape() as tape:
+            y = (x @ self.w) / self.temperature
+            targets = self.soft_targets(y.numpy())
+            loss = tf.reduce_sum((y - targets) ** 2)
+        self.w.assign_sub(0.01 * tape.gradient(loss, self.w))
+        return loss
+
+
+def test_a_method_statement_changing_an_attribute_the_prefix_read():
+    def make():
+        trainer = _Annealer()
+        return trainer.step, lambda: (trainer.w.numpy(), trainer.temperature)
+
+    jitted = run_differential(make, _xs(8), min_graph_calls=0)
+    assert not _recomputed(jitted), janus.explain(jitted)
+
+
+def test_a_statement_appending_to_an_argument_list_the_prefix_reads():
+    def make2():
+        w = tf.Variable([0.5, 0.25])
+        history = [1.0]
+
+        def record(values: np.ndarray, seen: list) -> np.ndarray:
+            seen[0] = seen[0] % 3 + 1.0  # in place: the prefix read the old value
+            return values * 0.5
+
+        def step(x, seen):
+            with tf.GradientTape() as tape:
+                y = w * x * seen[0]
+                target = record(y.numpy(), seen)
+                loss = tf.reduce_sum((y - target) ** 2)
+            w.assign_sub(0.01 * tape.gradient(loss, w))
+            return loss
+
+        return step, history, lambda: (w.numpy(), list(history))
+
+    eager, eh, es = make2()
+    raw, jh, js = make2()
+    jitted = janus.jit(raw)
+    for n, (x,) in enumerate(_xs(8)):
+        assert_same_call(n, outcome(eager, (x, eh)), outcome(jitted, (x, jh)), es, js)
+    assert not _recomputed(jitted), janus.explain(jitted)
+
+
+def test_a_statement_changing_an_argument_array_in_place():
+    def make2():
+        w = tf.Variable([0.5, 0.25])
+        scale = np.ones(2, np.float32)
+
+        def step(x, s):
+            with tf.GradientTape() as tape:
+                y = w * x + s  # (a product would keep s for the gradient: TF may alias the array)
+                target = np.multiply(np.sign(y.numpy()), 2.0, out=s)  # the statement writes into s
+                loss = tf.reduce_sum((y - target) ** 2)
+            w.assign_sub(0.01 * tape.gradient(loss, w))
+            return loss
+
+        return step, scale, lambda: (w.numpy(), scale.copy())
+
+    eager, eh, es = make2()
+    raw, jh, js = make2()
+    jitted = janus.jit(raw)
+    for n, (x,) in enumerate(_xs(8, shape=(2,))):
+        assert_same_call(n, outcome(eager, (x, eh)), outcome(jitted, (x, jh)), es, js)
+    assert not _recomputed(jitted), janus.explain(jitted)
+
+
+# ------------------------------------------------------------------ tensors through the statement
+def test_a_statement_returning_a_tensor_of_a_watched_argument(monkeypatch):
+    monkeypatch.setattr(recompute, "MAX_LINKED_CALLS", 100)  # linked on every call
+
+    def make():
+        w = tf.Variable([[0.5, -0.2], [0.3, 0.8]])
+
+        def step(x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                h = tf.tanh(x @ w)
+                scaled = x * float(np.abs(h.numpy()).max())  # through x, not the prefix's locals
+                loss = tf.reduce_sum(scaled * h)
+            gx, gw = tape.gradient(loss, [x, w])
+            w.assign_sub(0.1 * gw)
+            return loss, gx
+
+        return step, lambda: w.numpy()
+
+    jitted = run_differential(make, _xs(8, shape=(3, 2)), min_graph_calls=0)
+    assert _recomputed(jitted) and jitted.split.prefix.stats.imperative_calls > 0, janus.explain(jitted)
+
+
+def test_an_outer_tape_around_the_call():
+    def make():
+        w = tf.Variable([[0.5], [-0.3]])
+
+        def step(x):
+            with tf.GradientTape() as tape:
+                y = x @ w
+                target = np.tanh(y.numpy())
+                loss = tf.reduce_sum((y - target) ** 2)
+            return loss, tape.gradient(loss, w)
+
+        return step, lambda: w.numpy()
+
+    eager, _ = make()
+    raw, _ = make()
+    jitted = janus.jit(raw)
+    for (x,) in _xs(8):
+        with tf.GradientTape() as outer:
+            outer.watch(x)
+            le, _ = eager(x)
+        ge = outer.gradient(le, x)
+        with tf.GradientTape() as outer:
+            outer.watch(x)
+            lj, _ = jitted(x)
+        gj = outer.gradient(lj, x)
+        np.testing.assert_allclose(lj.numpy(), le.numpy(), rtol=1e-5)
+        assert (ge is None) == (gj is None), (ge, gj)
+        if ge is not None:
+            np.testing.assert_allclose(gj.numpy(), ge.numpy(), rtol=1e-5)
+
+
+def test_persistent_tape_two_gradients():
+    def make():
+        w = tf.Variable([[0.5], [-0.3]])
+        b = tf.Variable([0.1])
+
+        def step(x):
+            with tf.GradientTape(persistent=True) as tape:
+                y = x @ w + b
+                target = np.where(y.numpy() > 0, 1.0, 0.0).astype(np.float32)
+                loss = tf.reduce_sum((y - target) ** 2)
+                reg = tf.reduce_sum(w * w)
+            gw = tape.gradient(loss, w)
+            gb = tape.gradient(reg + loss, b)
+            w.assign_sub(0.1 * gw)
+            b.assign_sub(0.1 * gb)
+            return loss
+
+        return step, lambda: (w.numpy(), b.numpy())
+
+    jitted = run_differential(make, _xs(8), min_graph_calls=0)
+    assert _recomputed(jitted), janus.explain(jitted)
+
+
+class _Assigner:
+    """A target assigner passed to the step, counting its calls in a variable the prefix reads."""
+
+    def __init__(self, counter: tf.Variable) -> None:
+        self.counter = counter
+
+    def __call__(self, preds: np.ndarray) -> np.ndarray:
+        self.counter.assign_add(1.0)
+        return np.tanh(preds)
+
+
+def test_an_argument_the_prefix_does_not_read_reaching_a_variable_it_reads():
+    def make2():
+        w = tf.Variable([[0.5], [-0.3]])
+        counter = tf.Variable(1.0)
+
+        def step(x, assigner):
+            with tf.GradientTape() as tape:
+                y = x @ w * counter
+                target = assigner(y.numpy())
+                loss = tf.reduce_sum((y - target) ** 2)
+            w.assign_sub(0.01 * tape.gradient(loss, w))
+            return loss
+
+        return step, _Assigner(counter), lambda: (w.numpy(), counter.numpy())
+
+    eager, ea, es = make2()
+    raw, ja, js = make2()
+    jitted = janus.jit(raw)
+    for n, (x,) in enumerate(_xs(8)):
+        assert_same_call(n, outcome(eager, (x, ea)), outcome(jitted, (x, ja)), es, js)
+    assert not _recomputed(jitted), janus.explain(jitted)
