@@ -5,7 +5,10 @@ call, and how janus served the calls."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import tensorflow as tf
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import janus
 from janus.partial import recompute
@@ -211,3 +214,91 @@ def test_an_argument_the_prefix_does_not_read_reaching_a_variable_it_reads():
     for n, (x,) in enumerate(_xs(8)):
         assert_same_call(n, outcome(eager, (x, ea)), outcome(jitted, (x, ja)), es, js)
     assert not _recomputed(jitted), janus.explain(jitted)
+
+
+# ------------------------------------------------------------------ NumPy scalars of fed arrays
+def _scalar_calls(arrays: list[np.ndarray], x: tf.Tensor | None = None) -> list[tuple]:
+    x = tf.constant([1.0, 2.0]) if x is None else x
+    return [(x, a) for a in arrays]
+
+
+def test_the_dtype_of_a_sum_is_numpys():
+    def make():
+        def f(x, mask):
+            total = mask.sum()
+            print(f"sum of {total.dtype}")  # 'float32', not TF's "<dtype: 'float32'>"
+            return x * total
+
+        return f, lambda: None
+
+    jitted = run_differential(make, _scalar_calls([np.array([1.0, 0.5], np.float32)] * 6))
+    assert janus.stats(jitted)["graph_calls"] > 0
+
+
+def test_janus_own_attributes_of_a_sum_are_not_the_users():
+    def make():
+        def f(x, mask):
+            total = mask.sum()
+            return x * total.tensor  # AttributeError in eager
+
+        return f, lambda: None
+
+    run_differential(make, _scalar_calls([np.array([1.0, 0.5], np.float32)] * 6), min_graph_calls=0)
+
+
+@pytest.mark.parametrize("number", [1e39, 2**130, -1e300])
+def test_a_python_number_overflowing_the_sums_dtype_warns_as_numpy(number):
+    def make():
+        def f(x, mask):
+            return x * (mask.sum() * number), x * max(mask.sum(), number)
+
+        return f, lambda: None
+
+    run_differential(make, _scalar_calls([np.array([1.0, 0.5], np.float32)] * 6), min_graph_calls=0)
+
+
+_NUMBERS = st.one_of(
+    st.integers(-(2**140), 2**140),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0, 1, -1, 0.0, -0.0, 0.1, 1e39, 3.4028235e38, 2**24 + 1]),
+)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(
+    dtype=st.sampled_from([np.float32, np.float64]),
+    op=st.sampled_from("+-*/"),
+    number=_NUMBERS,
+    reflected=st.booleans(),
+    reduction=st.sampled_from(["sum", "mean"]),
+    data=st.lists(st.sampled_from([0.0, 1.0, -2.5, 1e38, -1e38, 3e-39, np.inf, np.nan]), min_size=0, max_size=4),
+)
+def test_nep50_arithmetic_of_a_reduction(dtype, op, number, reflected, reduction, data):
+    def make():
+        def f(x, values):
+            scalar = values.sum() if reduction == "sum" else values.mean()
+            a, b = (number, scalar) if reflected else (scalar, number)
+            if op == "+":
+                scalar = a + b
+            elif op == "-":
+                scalar = a - b
+            elif op == "*":
+                scalar = a * b
+            else:
+                scalar = a / b
+            return tf.cast(x, values.dtype) * scalar, tf.cast(x, values.dtype) * max(1.0, values.sum())
+
+        return f, lambda: None
+
+    clean = np.array([1.0, 0.5, 2.0, 0.25][: max(len(data), 1)], dtype)
+    arrays = [clean] * 5 + [np.array(data, dtype), clean]
+    jitted = run_differential(make, _scalar_calls(arrays), min_graph_calls=0)
+    _SERVED.append(janus.stats(jitted)["graph_calls"])
+
+
+_SERVED: list[int] = []
+
+
+def test_nep50_arithmetic_examples_were_served_by_graphs():
+    """Runs after the property (file order): most of its examples got a graph."""
+    assert sum(n > 0 for n in _SERVED) >= len(_SERVED) // 2, _SERVED

@@ -715,6 +715,10 @@ class GenerationContext:
             if attr in ("sum", "mean"):
                 return numpy_values.NumpyMethod(base, attr)  # a graph reduction when called
             raise NotConvertible(f"ndarray.{attr} of a NumPy array fed by value (its data is read at run time)", loc)
+        if isinstance(base, numpy_values.NumpyScalar):
+            if attr == "dtype":
+                return np.dtype(base.type)  # NumPy's dtype, as eager's scalar has (not the tensor's)
+            raise NotConvertible(f"{base.type.__name__}.{attr} of a NumPy scalar computed in the graph", loc, "numpy")
         cls = base if isinstance(base, type) else type(base)
         self.guard_keras_state(base, loc)
         if is_library_class(cls) or is_plain(base):

@@ -14,6 +14,7 @@ else (NumPy arithmetic, indexing, printing) needs the data now: refused.
 
 from __future__ import annotations
 
+import math
 import operator
 
 import numpy as np
@@ -160,6 +161,8 @@ def scalar_operate(op, operands: tuple, check, loc: str) -> NumpyScalar:
             raise NotConvertible("NumPy scalars of two dtypes", loc)
     elif type(other) not in (int, float):
         raise NotConvertible(f"a NumPy scalar computed in the graph with a {type(other).__name__}", loc)
+    elif _cast(scalar.type, other) is None:
+        raise NotConvertible(f"{other!r} overflows {scalar.type.__name__} (NumPy warns)", loc, "numpy")
     tensors = [v.tensor if isinstance(v, NumpyScalar) else tf.constant(v, scalar.dtype) for v in operands]
     result = op(*tensors)
     check(lambda: tf.logical_or(tf.math.is_finite(result), tf.logical_not(tf.reduce_all(
@@ -179,7 +182,7 @@ def extreme(callee, args: list, loc: str) -> NumpyScalar:
             if a.dtype != dtype:
                 raise NotConvertible(f"{callee.__name__}() of NumPy scalars of two dtypes", loc)
             values.append(a.tensor)
-        elif type(a) in (int, float) and float(type_(a)) == a:
+        elif type(a) in (int, float) and _cast(type_, a) == a:
             values.append(tf.constant(a, dtype))
         else:
             raise NotConvertible(f"{callee.__name__}() of a NumPy scalar and a {type(a).__name__}", loc)
@@ -188,3 +191,14 @@ def extreme(callee, args: list, loc: str) -> NumpyScalar:
     for value in values[1:]:  # `item > best` keeps the first of equals, and no NaN, as CPython does
         best = tf.where(compare(value, best), value, best)
     return NumpyScalar(best, type_, either=len(scalars) < len(args) or any(a.either for a in scalars))
+
+
+def _cast(type_: type, number: int | float) -> np.generic | None:
+    """``number`` in NumPy's ``type_`` (as NEP 50 converts it), without NumPy's warning; None
+    where that conversion overflows (NumPy warns or raises)."""
+    with np.errstate(all="ignore"):
+        try:
+            converted = type_(number)
+        except OverflowError:
+            return None
+    return converted if np.isfinite(converted) or not math.isfinite(number) else None
