@@ -302,3 +302,29 @@ _SERVED: list[int] = []
 def test_nep50_arithmetic_examples_were_served_by_graphs():
     """Runs after the property (file order): most of its examples got a graph."""
     assert sum(n > 0 for n in _SERVED) >= len(_SERVED) // 2, _SERVED
+
+
+# ------------------------------------------------------------------ second-order gradients
+def test_a_gradient_penalty_through_a_statement_returning_a_tensor(monkeypatch):
+    """Nested tapes: the outer tape differentiates the inner gradient, second order through the
+    statement's tensor, which a first-order link to the recomputed prefix would miss: it splits."""
+    monkeypatch.setattr(recompute, "MAX_LINKED_CALLS", 100)  # linked on every call, were it recomputed
+
+    def make():
+        w = tf.Variable([[0.5, -0.2], [0.3, 0.8]])
+
+        def step(x):
+            with tf.GradientTape() as outer:
+                with tf.GradientTape() as inner:
+                    h = tf.tanh(x @ w)
+                    s = h * h * float(np.abs(h.numpy()).max())  # a tensor, through h
+                    loss = tf.reduce_sum(s)
+                g = inner.gradient(loss, w)
+                penalty = tf.reduce_sum(g * g)
+            w.assign_sub(0.1 * outer.gradient(penalty, w))
+            return loss, penalty
+
+        return step, lambda: w.numpy()
+
+    jitted = run_differential(make, _xs(8, shape=(3, 2)), min_graph_calls=0)
+    assert not _recomputed(jitted) and janus.stats(jitted)["segment_calls"] > 0, janus.explain(jitted)

@@ -60,6 +60,7 @@ FED = "_janus_fed"
 LINK = "_janus_link"
 CONNECT = "_janus_connect"
 MAX_LINKED_CALLS = 2  # calls whose statement returned tensors (run eagerly, linked) before giving up
+_GRADIENTS = {"gradient", "jacobian", "batch_jacobian"}  # tape methods that take a gradient
 _SIMPLE_AST = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr)
 _UNSUPPORTED_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 _UNSUPPORTED_FLAGS |= inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
@@ -110,7 +111,7 @@ def recompute_function(jf, err: NotConvertible) -> RecomputeVersion | None:
             return None
         node = gast.gast_to_ast(copy.deepcopy(function_ast(code)))
         found = _statement_at(node.body, line)
-        if found is None or split.observes_frame(node) or not _under_a_tape(found):
+        if found is None or split.observes_frame(node) or not _under_a_tape(found) or _gradients_recorded(found):
             return None
         prefix = _prefix_graph(jf, node, found, line)
         if prefix is None:
@@ -138,6 +139,23 @@ def _under_a_tape(found: list) -> bool:
     tape would record every segment; without a tape, splitting computes nothing twice."""
     return any(isinstance(block[index], ast.With) and any(split._is_tape(i) for i in block[index].items)  # noqa: SLF001
                for block, index in found[:-1])  # fmt: skip
+
+
+def _gradients_recorded(found: list) -> bool:
+    """A tape records a gradient taken around the statement (tapes nested around it, or a gradient
+    computed in the block of a tape around it: a gradient penalty): eager's second-order gradient
+    runs through the statement, which the custom gradient linking its tensors (``_connect``, first
+    order only) would miss."""
+    tapes = [block[index] for block, index in found[:-1] if isinstance(block[index], ast.With)]
+    items = [item for with_ in tapes for item in with_.items if split._is_tape(item)]  # noqa: SLF001
+    if len(items) > 1:
+        return True
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _GRADIENTS
+        for with_ in tapes
+        if any(split._is_tape(item) for item in with_.items)  # noqa: SLF001
+        for n in ast.walk(with_)
+    )
 
 
 def _binds_names_only(stmt: ast.stmt) -> bool:
