@@ -328,3 +328,47 @@ def test_a_gradient_penalty_through_a_statement_returning_a_tensor(monkeypatch):
 
     jitted = run_differential(make, _xs(8, shape=(3, 2)), min_graph_calls=0)
     assert not _recomputed(jitted) and janus.stats(jitted)["segment_calls"] > 0, janus.explain(jitted)
+
+
+# ------------------------------------------------------------------ Keras models
+def _keras_step(layers, training: bool):
+    def make():
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.layers.Input((5,)), keras.layers.Dense(8), *layers(), keras.layers.Dense(3)])
+        opt = keras.optimizers.SGD(0.05)
+
+        def step(x, labels):
+            with tf.GradientTape() as tape:
+                logits = model(x, training=training)
+                probabilities = tf.nn.softmax(logits).numpy()
+                targets = np.eye(3, dtype=np.float32)[labels] * 0.9 + 0.1 * probabilities
+                loss = tf.reduce_mean(tf.square(tf.nn.softmax(logits) - targets))
+            opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+            return loss
+
+        return step, lambda: [v.numpy() for v in [*model.variables, *opt.variables]]
+
+    return make
+
+
+def _labelled(n: int, batch: int = 6) -> list[tuple]:
+    rng = np.random.default_rng(4)
+    return [(tf.constant(rng.normal(size=(batch, 5)).astype(np.float32)), rng.integers(0, 3, batch)) for _ in range(n)]
+
+
+@pytest.mark.keras
+def test_keras_inference_mode_prefix_is_recomputed():
+    """``model(x, training=False)`` with Dropout and BatchNormalization reads state only."""
+    layers = lambda: [keras.layers.BatchNormalization(), keras.layers.Dropout(0.5)]  # noqa: E731
+    jitted = run_differential(_keras_step(layers, False), _labelled(9), min_graph_calls=0)
+    assert _recomputed(jitted), janus.explain(jitted)
+
+
+@pytest.mark.keras
+@pytest.mark.skipif(tf.keras.__name__.startswith("tf_keras"), reason="Keras 2's Dropout draws from TF's global "
+                    "random state: two models' eager runs differ already")  # fmt: skip
+def test_keras_dropout_in_training_is_not_recomputed():
+    """Dropout's random draws (its seed generator's state): computed twice, they would differ."""
+    layers = lambda: [keras.layers.Dropout(0.5)]  # noqa: E731
+    jitted = run_differential(_keras_step(layers, True), _labelled(9), min_graph_calls=0)
+    assert not _recomputed(jitted), janus.explain(jitted)
