@@ -372,3 +372,26 @@ def test_keras_dropout_in_training_is_not_recomputed():
     layers = lambda: [keras.layers.Dropout(0.5)]  # noqa: E731
     jitted = run_differential(_keras_step(layers, True), _labelled(9), min_graph_calls=0)
     assert not _recomputed(jitted), janus.explain(jitted)
+
+
+# ------------------------------------------------------------------ subnormal numbers
+def _scaled_sum(x, values):
+    return x * (values.sum() * 1e30)
+
+
+def _scaled_product(x, values):
+    return x * (values.sum() * 1e-10 * 1e30)
+
+
+@pytest.mark.parametrize(
+    ("fn", "values"),
+    [(_scaled_sum, np.array([3e-39, 0.0], np.float32)), (_scaled_product, np.array([1e-30, 0.0], np.float32))],
+)
+def test_subnormal_numbers_are_numpys_not_flushed_to_zero(fn, values):
+    """NumPy computes with subnormal numbers where TF's kernels flush them to zero; the values are
+    far below the differential tolerance, so compared relatively here."""
+    x = tf.constant([1.0, 2.0])
+    jitted = janus.jit(fn)
+    for _ in range(6):
+        np.testing.assert_allclose(jitted(x, values).numpy(), fn(x, values).numpy(), rtol=1e-6, atol=0)
+    assert janus.stats(jitted)["graphs_built"] > 0, janus.explain(jitted)  # its JanusAssert sent these calls to eager
