@@ -395,3 +395,16 @@ def test_subnormal_numbers_are_numpys_not_flushed_to_zero(fn, values):
     for _ in range(6):
         np.testing.assert_allclose(jitted(x, values).numpy(), fn(x, values).numpy(), rtol=1e-6, atol=0)
     assert janus.stats(jitted)["graphs_built"] > 0, janus.explain(jitted)  # its JanusAssert sent these calls to eager
+
+
+def test_a_python_number_overflowing_a_tensors_dtype_does_not_warn_when_the_graph_is_built():
+    """Eager converts ``1e39`` to float32 silently (inf); TF's graph conversion goes through NumPy,
+    which warns 'overflow encountered in cast': a warning eager never gives."""
+
+    def make():
+        def f(x):
+            return x * 1e39, tf.add(x, -1e39)
+
+        return f, lambda: None
+
+    run_differential(make, [(tf.constant([1.0, 2.0]),)] * 6, min_graph_calls=2)

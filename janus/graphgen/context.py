@@ -934,7 +934,8 @@ class GenerationContext:
     # ------------------------------------------------------------- library calls
     def record_call(self, label: str, fn: Callable, args: tuple, kwargs: dict, loc: str) -> object:
         try:
-            result = fn(*args, **kwargs)
+            with _quiet_conversions(args, kwargs):
+                result = fn(*args, **kwargs)
         except (NotConvertible, GenerationError):
             raise
         except Exception as err:
@@ -944,6 +945,15 @@ class GenerationContext:
         if is_symbolic(result) or isinstance(result, (list, tuple)) and any(is_symbolic(r) for r in result):
             self.code.call(label, args, kwargs, result)
         return result
+
+
+def _quiet_conversions(args: tuple, kwargs: dict) -> contextlib.AbstractContextManager:
+    """An op built on graph tensors converts its Python numbers through NumPy, which warns where one
+    overflows the dtype (``x * 1e39`` of a float32 ``x``); eager's conversion does not: neither may
+    janus's graph build."""
+    if any(is_symbolic(v) for v in (*args, *kwargs.values())):
+        return np.errstate(over="ignore")
+    return contextlib.nullcontext()
 
 
 @dataclasses.dataclass(frozen=True)
