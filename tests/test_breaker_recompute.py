@@ -408,3 +408,68 @@ def test_a_python_number_overflowing_a_tensors_dtype_does_not_warn_when_the_grap
         return f, lambda: None
 
     run_differential(make, [(tf.constant([1.0, 2.0]),)] * 6, min_graph_calls=2)
+
+
+# ------------------------------------------------------------------ a property over statement shapes
+def _statement(kind: str, h: tf.Tensor, fail: bool) -> object:
+    """What a target assignment returns, by ``kind``; raises where asked (as a bad batch would)."""
+    values = h.numpy()
+    if fail:
+        raise ValueError(f"no positive among {len(values)}")
+    targets = np.tanh(values) * 0.5
+    if kind == "array":
+        return targets
+    if kind == "tensor":
+        return h * float(np.abs(values).max())  # gradients through h
+    if kind == "count":
+        return int((values > 0).sum()) + 1
+    return {"targets": targets, "weight": float(np.abs(values).mean())}
+
+
+def _use(kind: str, h: tf.Tensor, out: object) -> tf.Tensor:
+    if kind in ("array", "tensor"):
+        return tf.reduce_sum((h - out) ** 2)
+    if kind == "count":
+        return tf.reduce_sum(h * h) / out
+    return tf.reduce_sum((h - out["targets"]) ** 2) * out["weight"]
+
+
+_RECOMPUTED: list[bool] = []
+
+
+@settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(
+    kind=st.sampled_from(["array", "tensor", "count", "dict"]),
+    calls=st.lists(st.tuples(st.sampled_from([3, 4]), st.booleans(), st.booleans()), min_size=6, max_size=10),
+)
+def test_statement_shapes_against_eager(kind, calls):
+    def make():
+        w = tf.Variable([[0.5, -0.2], [0.3, 0.8]])
+        seen: list = []
+
+        def step(x, flag, fail):
+            with tf.GradientTape() as tape:
+                h = tf.tanh(x @ w)
+                if flag:
+                    h = h * 2.0
+                out = _statement(kind, h, fail)
+                loss = _use(kind, h, out)
+            w.assign_sub(0.1 * tape.gradient(loss, w))
+            seen.append(kind)
+            return loss
+
+        return step, lambda: (w.numpy(), len(seen))
+
+    rng = np.random.default_rng(len(calls))
+    profile = [(4, False, False)] * 4  # a warm start: the recomputed prefix serves what follows
+    arguments = [
+        (tf.constant(rng.normal(size=(n, 2)).astype(np.float32)), flag, fail and i % 3 == 2)
+        for i, (n, flag, fail) in enumerate(profile + calls)
+    ]
+    jitted = run_differential(make, arguments, min_graph_calls=0)
+    _RECOMPUTED.append(_recomputed(jitted))
+
+
+def test_statement_shapes_were_recomputed():
+    """Runs after the property (file order): the recomputed prefix served some of its examples."""
+    assert any(_RECOMPUTED), _RECOMPUTED
