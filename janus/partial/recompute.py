@@ -21,7 +21,10 @@ nothing, and calls it a *recomputed prefix*:
    random or other stateful op but variable reads. Arguments it does not read are not guarded;
 2. **the statement**, in Python, on those values and on the arguments it reads as passed. What it
    can reach is walked as for statements run after the graph (``janus.graphgen.later``): no
-   variable, no Keras object, no tape, and nothing the prefix read that it could change;
+   variable, no Keras object, no tape, and nothing the prefix read that it could change. An
+   argument the prefix read must be one it cannot change (a tensor, a number, an array whose data
+   the prefix did not read: not ``self``); one the prefix did not take is walked on every call
+   (``later.StopAt.unsafe_arguments``), and where it reaches too much the function splits;
 3. **the whole function** with the statement's results fed in its place: a ``janus.jit`` function
    of its own (``whole``), profiled, guarded and falling back like any other. Running its prefix
    again, eagerly or as a graph, reproduces the prefix graph's values and has no effect.
@@ -29,7 +32,9 @@ nothing, and calls it a *recomputed prefix*:
 Where the statement returns a tensor (eager's tape would carry gradients through it), the call
 runs the whole function eagerly with that tensor linked to the recomputed prefix by a custom
 gradient that asks a tape recorded around the statement (``_connect``): eager's gradients.
-When the prefix graph's guards or assumptions fail for a call, that call runs eagerly.
+When the prefix graph's guards or assumptions fail for a call, that call runs eagerly. Where a tape
+records a gradient taken around the statement (nested tapes, a gradient penalty), that link would
+miss eager's second-order gradient through the statement: such a function splits.
 """
 
 from __future__ import annotations
