@@ -723,6 +723,10 @@ class GenerationContext:
             if attr in ("sum", "mean"):
                 return numpy_values.NumpyMethod(base, attr)  # a graph reduction when called
             raise NotConvertible(f"ndarray.{attr} of a NumPy array fed by value (its data is read at run time)", loc)
+        if isinstance(base, numpy_values.NumpyScalar):
+            if attr == "dtype":
+                return np.dtype(base.type)  # NumPy's dtype, as eager's scalar has (not the tensor's)
+            raise NotConvertible(f"{base.type.__name__}.{attr} of a NumPy scalar computed in the graph", loc, "numpy")
         cls = base if isinstance(base, type) else type(base)
         self.guard_keras_state(base, loc)
         if is_library_class(cls) or is_plain(base):
@@ -938,7 +942,8 @@ class GenerationContext:
     # ------------------------------------------------------------- library calls
     def record_call(self, label: str, fn: Callable, args: tuple, kwargs: dict, loc: str) -> object:
         try:
-            result = fn(*args, **kwargs)
+            with _quiet_conversions(args, kwargs):
+                result = fn(*args, **kwargs)
         except (NotConvertible, GenerationError):
             raise
         except Exception as err:
@@ -948,6 +953,15 @@ class GenerationContext:
         if is_symbolic(result) or isinstance(result, (list, tuple)) and any(is_symbolic(r) for r in result):
             self.code.call(label, args, kwargs, result)
         return result
+
+
+def _quiet_conversions(args: tuple, kwargs: dict) -> contextlib.AbstractContextManager:
+    """An op built on graph tensors converts its Python numbers through NumPy, which warns where one
+    overflows the dtype (``x * 1e39`` of a float32 ``x``); eager's conversion does not: neither may
+    janus's graph build."""
+    if any(is_symbolic(v) for v in (*args, *kwargs.values())):
+        return np.errstate(over="ignore")
+    return contextlib.nullcontext()
 
 
 @dataclasses.dataclass(frozen=True)

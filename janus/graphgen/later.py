@@ -172,12 +172,28 @@ class StopAt(BaseException):  # noqa: N818 - not an error: the prefix graph ends
     """Raised where a prefix graph (``janus.partial.recompute``) reaches its statement: the values
     of the locals the statement reads that the prefix computed (``values``, for ``names``), the
     arguments it reads as the caller passed them (``arguments``), the statement compiled as
-    ``fn(D, *names, *arguments)`` leaving ``stores`` in ``D``, and the containers it can reach."""
+    ``fn(D, *names, *arguments)`` leaving ``stores`` in ``D``, and the containers it can reach.
+    ``unread``: those arguments the prefix does not take (not guarded), walked on every call
+    (``unsafe_arguments``); ``read_ids``: the heap objects the prefix read."""
 
     def __init__(self, loc: str, names: list, values: list, arguments: list, fn, stores: list, mutables: set):
         super().__init__(loc)
         self.loc, self.names, self.values, self.arguments = loc, names, values, arguments
         self.fn, self.stores, self.mutables = fn, stores, mutables
+        self.unread: list[str] = []
+        self.read_ids: frozenset[int] = frozenset()
+
+    def unsafe_arguments(self, arguments: dict) -> str | None:
+        """Why the statement may not run between the prefix graph and the whole graph on this
+        call's ``arguments`` (it could reach TF state or change what the prefix read), or None."""
+        for name in self.unread:
+            mutables: set[int] = set()
+            why = reach(arguments[name], mutables)
+            if why:
+                return f"the statement would reach {why} through argument {name!r}"
+            if mutables & self.read_ids:
+                return f"the statement can change, through argument {name!r}, a container the code before it reads"
+        return None
 
 
 def stops(interp, frame, node: gast.stmt) -> bool:
@@ -200,10 +216,15 @@ def stop_here(interp, frame, node: gast.stmt) -> None:
     if ctx.region_depth:
         raise NotConvertible("the statement is inside tensor control flow", loc, KIND)
     reads, stores, mutables = _checked_names(interp, frame, node, loc)
-    names, values, arguments = [], [], []
+    names, values, arguments, unread = [], [], [], []
     for name in reads:
         value = frame.locals[name]
         if name in ctx.initial_args and value is ctx.initial_args[name]:
+            if type(value) is Withheld:
+                unread.append(name)  # the prefix does not take it: walked on every call
+            elif not _unchangeable_argument(value):
+                why = f"the statement reads argument {name!r}, which it could change after the code before it read it"
+                raise NotConvertible(why, loc, KIND)
             arguments.append(name)  # an argument as passed: the caller's own object
             continue
         if type(value) is Withheld:
@@ -211,7 +232,17 @@ def stop_here(interp, frame, node: gast.stmt) -> None:
         values.append(_local_value(interp, name, value, loc, mutables))
         names.append(name)
     fn = _compile(frame, node, names + arguments, [], stores)
-    raise StopAt(loc, names, values, arguments, fn, stores, mutables)
+    stop = StopAt(loc, names, values, arguments, fn, stores, mutables)
+    stop.unread, stop.read_ids = unread, frozenset(ctx.read_ids)
+    raise stop
+
+
+def _unchangeable_argument(value: object) -> bool:
+    """An argument the prefix read that the statement cannot change: a tensor, a Python number or
+    other immutable value, or a NumPy array whose data the prefix did not read (its shape only)."""
+    if isinstance(value, NumpyArray):
+        return value._placeholder is None  # noqa: SLF001 - its data never became a graph input
+    return is_symbolic(value) or isinstance(value, (PyNumber, EagerTensor)) or _immutable(value)
 
 
 def _checked_names(interp, frame, node: gast.stmt, loc: str) -> tuple[list[str], list[str], set[int]]:

@@ -14,6 +14,7 @@ else (NumPy arithmetic, indexing, printing) needs the data now: refused.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 
@@ -106,6 +107,8 @@ class NumpyMethod:
         result = _REDUCTIONS[name](data)
         check(lambda: tf.logical_and(tf.reduce_all(tf.math.is_finite(data)), tf.math.is_finite(result)),
               f"ndarray.{name}() of finite values is finite")  # fmt: skip
+        check(lambda: tf.logical_and(_no_subnormals(data), tf.logical_or(tf.not_equal(result, 0.0), tf.reduce_all(
+            tf.equal(data, 0.0)))), f"ndarray.{name}() of normal values is not flushed to zero")  # fmt: skip
         return NumpyScalar(result, array.dtype.type)
 
 
@@ -166,11 +169,43 @@ def scalar_operate(op, operands: tuple, check, loc: str) -> NumpyScalar:
             raise NotConvertible("NumPy scalars of two dtypes", loc)
     elif type(other) not in (int, float):
         raise NotConvertible(f"a NumPy scalar computed in the graph with a {type(other).__name__}", loc)
+    elif _cast(scalar.type, other) is None:
+        raise NotConvertible(f"{other!r} overflows {scalar.type.__name__} or is subnormal in it", loc, "numpy")
     tensors = [v.tensor if isinstance(v, NumpyScalar) else tf.constant(v, scalar.dtype) for v in operands]
     result = op(*tensors)
     check(lambda: tf.logical_or(tf.math.is_finite(result), tf.logical_not(tf.reduce_all(
         [tf.math.is_finite(t) for t in tensors]))), "NumPy scalar arithmetic stays finite")  # fmt: skip
+    check(lambda: tf.logical_or(tf.not_equal(result, 0.0), _exact_zero(op, *tensors)),
+          "NumPy scalar arithmetic is not flushed to zero")  # fmt: skip
     return NumpyScalar(result, scalar.type)
+
+
+def _exact_zero(op, a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
+    """``op(a, b)`` is exactly zero in NumPy too: a result TF's kernels flushed to zero (a subnormal,
+    which NumPy keeps) is not."""
+    if op is operator.add:
+        return tf.equal(a, -b)
+    if op is operator.sub:
+        return tf.equal(a, b)
+    if op is operator.mul:
+        return tf.logical_or(tf.equal(a, 0.0), tf.equal(b, 0.0))
+    return tf.logical_or(tf.equal(a, 0.0), tf.math.is_inf(b))
+
+
+_BITS = {tf.float32: (tf.int32, 0x7F800000, 0x007FFFFF), tf.float64: (tf.int64, 0x7FF0000000000000, 0xFFFFFFFFFFFFF)}
+
+
+def _no_subnormals(tensor: tf.Tensor) -> tf.Tensor:
+    """No subnormal number in ``tensor``, read bit by bit: TF's kernels treat subnormals as zero
+    (flush to zero), where NumPy computes with them."""
+    bits_type, exponent, mantissa = _BITS[tensor.dtype]
+    bits = tf.bitcast(tensor, bits_type)
+    zero = tf.constant(0, bits_type)
+    subnormal = tf.logical_and(
+        tf.equal(tf.bitwise.bitwise_and(bits, exponent), zero),
+        tf.not_equal(tf.bitwise.bitwise_and(bits, mantissa), zero),
+    )
+    return tf.logical_not(tf.reduce_any(subnormal))
 
 
 def extreme(callee, args: list, loc: str) -> NumpyScalar:
@@ -185,7 +220,7 @@ def extreme(callee, args: list, loc: str) -> NumpyScalar:
             if a.dtype != dtype:
                 raise NotConvertible(f"{callee.__name__}() of NumPy scalars of two dtypes", loc)
             values.append(a.tensor)
-        elif type(a) in (int, float) and float(type_(a)) == a:
+        elif type(a) in (int, float) and _cast(type_, a) == a:
             values.append(tf.constant(a, dtype))
         else:
             raise NotConvertible(f"{callee.__name__}() of a NumPy scalar and a {type(a).__name__}", loc)
@@ -194,3 +229,16 @@ def extreme(callee, args: list, loc: str) -> NumpyScalar:
     for value in values[1:]:  # `item > best` keeps the first of equals, and no NaN, as CPython does
         best = tf.where(compare(value, best), value, best)
     return NumpyScalar(best, type_, either=len(scalars) < len(args) or any(a.either for a in scalars))
+
+
+def _cast(type_: type, number: int | float) -> np.generic | None:
+    """``number`` in NumPy's ``type_`` (as NEP 50 converts it), without NumPy's warning; None
+    where that conversion overflows (NumPy warns or raises) or is subnormal (TF flushes it)."""
+    with np.errstate(all="ignore"):
+        try:
+            converted = type_(number)
+        except OverflowError:
+            return None
+    if not np.isfinite(converted) and math.isfinite(number):
+        return None
+    return None if 0 < abs(converted) < np.finfo(type_).tiny else converted  # subnormal: TF reads it as zero

@@ -21,9 +21,10 @@ nothing, and calls it a *recomputed prefix*:
    random or other stateful op but variable reads. Arguments it does not read are not guarded;
 2. **the statement**, in Python, on those values and on the arguments it reads as passed. What it
    can reach is walked as for statements run after the graph (``janus.graphgen.later``): no
-   variable, no Keras object, no tape, and nothing the prefix read that it could change (its
-   names while generating; the arguments it reads on every call, a call that fails it running
-   eagerly before the statement ran);
+   variable, no Keras object, no tape, and nothing the prefix read that it could change. An
+   argument the prefix read must be one it cannot change (a tensor, a number, an array whose data
+   the prefix did not read: not ``self``); one the prefix did not take is walked on every call
+   (``later.StopAt.unsafe_arguments``), and where it reaches too much the function splits;
 3. **the whole function** with the statement's results fed in its place: a ``janus.jit`` function
    of its own (``whole``), profiled, guarded and falling back like any other. Running its prefix
    again, eagerly or as a graph, reproduces the prefix graph's values and has no effect.
@@ -31,7 +32,9 @@ nothing, and calls it a *recomputed prefix*:
 Where the statement returns a tensor (eager's tape would carry gradients through it), the call
 runs the whole function eagerly with that tensor linked to the recomputed prefix by a custom
 gradient that asks a tape recorded around the statement (``_connect``): eager's gradients.
-When the prefix graph's guards or assumptions fail for a call, that call runs eagerly.
+When the prefix graph's guards or assumptions fail for a call, that call runs eagerly. Where a tape
+records a gradient taken around the statement (nested tapes, a gradient penalty), that link would
+miss eager's second-order gradient through the statement: such a function splits.
 """
 
 from __future__ import annotations
@@ -51,7 +54,6 @@ from janus.config import config
 from janus.executor.cache import GraphCache
 from janus.executor.runner import AssumptionFailed
 from janus.executor.stats import Stats
-from janus.graphgen import later
 from janus.graphgen.errors import GenerationError, NotConvertible
 from janus.graphgen.generate import generate
 from janus.graphgen.source import function_ast, location, register_ast
@@ -63,6 +65,7 @@ FED = "_janus_fed"
 LINK = "_janus_link"
 CONNECT = "_janus_connect"
 MAX_LINKED_CALLS = 2  # calls whose statement returned tensors (run eagerly, linked) before giving up
+_GRADIENTS = {"gradient", "jacobian", "batch_jacobian"}  # tape methods that take a gradient
 _SIMPLE_AST = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr)
 _UNSUPPORTED_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 _UNSUPPORTED_FLAGS |= inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
@@ -74,7 +77,6 @@ class Prefix:
     def __init__(self) -> None:
         self.cache = GraphCache()
         self.stats = Stats()
-        self.params: list[str] = []  # the arguments the code before the statement reads
 
 
 class RecomputeVersion(SplitVersion):
@@ -114,7 +116,7 @@ def recompute_function(jf, err: NotConvertible) -> RecomputeVersion | None:
             return None
         node = gast.gast_to_ast(copy.deepcopy(function_ast(code)))
         found = _statement_at(node.body, line)
-        if found is None or split.observes_frame(node) or not _under_a_tape(found):
+        if found is None or split.observes_frame(node) or not _under_a_tape(found) or _gradients_recorded(found):
             return None
         prefix = _prefix_graph(jf, node, found, line)
         if prefix is None:
@@ -142,6 +144,23 @@ def _under_a_tape(found: list) -> bool:
     tape would record every segment; without a tape, splitting computes nothing twice."""
     return any(isinstance(block[index], ast.With) and any(split._is_tape(i) for i in block[index].items)  # noqa: SLF001
                for block, index in found[:-1])  # fmt: skip
+
+
+def _gradients_recorded(found: list) -> bool:
+    """A tape records a gradient taken around the statement (tapes nested around it, or a gradient
+    computed in the block of a tape around it: a gradient penalty): eager's second-order gradient
+    runs through the statement, which the custom gradient linking its tensors (``_connect``, first
+    order only) would miss."""
+    tapes = [block[index] for block, index in found[:-1] if isinstance(block[index], ast.With)]
+    items = [item for with_ in tapes for item in with_.items if split._is_tape(item)]  # noqa: SLF001
+    if len(items) > 1:
+        return True
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _GRADIENTS
+        for with_ in tapes
+        if any(split._is_tape(item) for item in with_.items)  # noqa: SLF001
+        for n in ast.walk(with_)
+    )
 
 
 def _binds_names_only(stmt: ast.stmt) -> bool:
@@ -176,7 +195,6 @@ def _prefix_graph(jf, node, found: list, line: int) -> Prefix | None:
         return None
     prefix = Prefix()
     prefix.cache.add(graph)
-    prefix.params = [name for name in jf.params if name in reads]
     return prefix
 
 
@@ -190,7 +208,7 @@ def _build(jf, node, found: list, prefix: Prefix, err: NotConvertible) -> Recomp
     statement = block[index]
     targets = f"({', '.join(stop.stores)},) = " if stop.stores else ""
     fed = ast.parse(f"{targets}{FED}" if stop.stores else "pass").body[0]
-    read = [*stop.names, *stop.arguments]  # the tensors it read, linked to those of the eager run
+    read = [*stop.names, *stop.arguments]  # in the order the statement takes them (_Call)
     names = ", ".join(read) + ("," if len(read) == 1 else "")
     connected = ast.parse(f"{targets}{CONNECT}({FED}, {LINK}, ({names}))" if stop.stores else "pass").body[0]
     whole_node, params = _variant(node, found, fed, jf.params, [FED], "_janus_whole")
@@ -212,7 +230,6 @@ def _build(jf, node, found: list, prefix: Prefix, err: NotConvertible) -> Recomp
     version = RecomputeVersion(None, [Segment(seg_plan, whole)], err.location, err.kind, err.reason, [statement.lineno])
     version.prefix = prefix
     call = _Call(jf, prefix, stop, whole, connected_fn, params[:-1], connected_params[:-2])
-    call.prefix_params = prefix.params
     version.fn = call
     return version
 
@@ -223,58 +240,45 @@ class _Call:
     def __init__(self, jf, prefix: Prefix, stop, whole, connected, params: list, connected_params: list) -> None:
         self.jf, self.prefix, self.stop, self.whole, self.connected = jf, prefix, stop, whole, connected
         self.params, self.connected_params = params, connected_params
-        self.prefix_params: list[str] = []  # the arguments the code before the statement reads
         self.__code__ = jf.fn.__code__  # SplitVersion reads its flags (not a generator)
 
     def __call__(self, *args: object, **kwargs: object) -> object:
         jf, stats = self.jf, self.prefix.stats
         bound = jf._bind(args, kwargs)  # noqa: SLF001
         stats.count("calls")
-        arguments = {} if bound is None else dict(zip(jf.params, bound))
         runner, flat = (None, None) if bound is None else self.prefix.cache.lookup(bound)
-        if runner is None or not self._apart(arguments):
+        if runner is None:
+            return self._eagerly(args, kwargs)
+        unsafe = self.stop.unsafe_arguments(dict(zip(jf.params, bound)))
+        if unsafe:  # eager's run, and split from now on
+            self.give_up(unsafe)
             return self._eagerly(args, kwargs)
         try:
             values = runner(flat, bound)
         except (AssumptionFailed, tf.errors.OpError):  # it changed nothing: eager's own run (and error)
             return self._eagerly(args, kwargs)
         stats.count("graph_calls")
+        arguments = dict(zip(jf.params, bound))
         stop = self.stop
         inputs = [*values, *(arguments[n] for n in stop.arguments)]
         sources = [v for v in inputs if _differentiable(v)]
         namespace: dict = {}
         with tf.GradientTape(persistent=True, watch_accessed_variables=False) as tape:
-            tape.watch(sources)  # the statement's tensors, linked to what it read if it returns any
+            tape.watch(sources)  # the statement's tensors, linked to the prefix's and arguments if it returns any
             stop.fn(namespace, *inputs)
         fed = tuple(namespace[n] for n in stop.stores)
         if not any(isinstance(v, tf.Tensor) for v in tf.nest.flatten(fed)):
             return self.whole(*(arguments[n] for n in self.params), fed)
         stats.count("imperative_calls")  # eager, the statement's tensors linked to the prefix's
         if stats.imperative_calls >= MAX_LINKED_CALLS:  # it returns tensors: splitting is faster
-            self.give_up()
+            self.give_up("its statement returns tensors")
         return self.connected(*(arguments[n] for n in self.connected_params), fed, (tape, sources))
 
-    def give_up(self) -> None:
+    def give_up(self, why: str) -> None:
         """From the next call on, the function runs split (or eagerly), as without a recomputed prefix."""
         jf, version = self.jf, self.jf.split
-        log.info("janus: %s: its statement returns tensors: it runs split from now on", jf.fn.__qualname__)
+        log.info("janus: %s: %s: it runs split from now on", jf.fn.__qualname__, why)
         jf.split = split_function(jf, version.reason, version.where, version.kind)
-
-    def _apart(self, arguments: dict) -> bool:
-        """Whether the arguments the statement reads, as passed this call, let it reach no variable,
-        Keras or other object, and nothing the prefix reads that it could change (walked each call:
-        the prefix graph saw them only as values)."""
-        reached: set[int] = set()
-        for name in self.stop.arguments:
-            if later.reach(arguments[name], reached) is not None:
-                return False
-        if not reached:
-            return True
-        read: set[int] = set()
-        for name in self.prefix_params:
-            later.reach(arguments[name], read)
-            read.add(id(arguments[name]))
-        return not reached & read
 
     def _eagerly(self, args: tuple, kwargs: dict) -> object:
         self.prefix.stats.count("fallbacks")
