@@ -1,7 +1,8 @@
 """[partial] Training steps that call ``.numpy()`` in the middle (issue #17): eager, janus, hand split.
 
 Two steps as TF2 users write them, each with a statement no graph can hold inside its
-``tf.GradientTape`` block, so janus runs them split (``janus/partial/``):
+``tf.GradientTape`` block (janus runs detection with a recomputed prefix, ``janus/partial/recompute.py``,
+and classification as one graph with the metric statements run after it, ``janus/graphgen/later.py``):
 
 * ``detection``: a small conv backbone with box and class heads (batch 8, 64×64 synthetic images
   with 1-4 boxes each, 192 anchors on an 8×8 grid), trained with Adam. In the middle of the tape
