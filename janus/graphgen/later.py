@@ -156,7 +156,7 @@ def run_later(interp, frame, node: gast.stmt) -> None:
                 raise value.refuse(loc)
             from_later.append(name)
             continue
-        values.append(_local_value(interp, name, value, loc, mutables))
+        values.append(_local_value(interp, name, value, loc))
         graph_inputs.append(name)
     fn = _compile(frame, node, graph_inputs, from_later, stores)
     ctx.log_later(fn, tuple(values), loc, mutables)
@@ -229,7 +229,7 @@ def stop_here(interp, frame, node: gast.stmt) -> None:
             continue
         if type(value) is Withheld:
             raise value.refuse(loc)
-        values.append(_local_value(interp, name, value, loc, mutables))
+        values.append(_local_value(interp, name, value, loc))
         names.append(name)
     fn = _compile(frame, node, names + arguments, [], stores)
     stop = StopAt(loc, names, values, arguments, fn, stores, mutables)
@@ -296,7 +296,7 @@ def _names(node: gast.stmt) -> split._Names:  # noqa: SLF001 - one reading of na
     return split.names(_ast_of(node))
 
 
-def _local_value(interp, name: str, value: object, loc: str, mutables: set[int]) -> object:
+def _local_value(interp, name: str, value: object, loc: str) -> object:
     """A local the statement reads, as the commit will hand it: a graph value or a constant."""
     if isinstance(value, NumpyArray):  # the argument's own array: the statement may write into it
         interp.ctx.later_arrays.add(id(value.sample))

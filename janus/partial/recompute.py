@@ -118,7 +118,7 @@ def recompute_function(jf, err: NotConvertible) -> RecomputeVersion | None:
         found = _statement_at(node.body, line)
         if found is None or split.observes_frame(node) or not _under_a_tape(found) or _gradients_recorded(found):
             return None
-        prefix = _prefix_graph(jf, node, found, line)
+        prefix = _prefix_graph(jf, found, line)
         if prefix is None:
             return None
         return _build(jf, node, found, prefix, err)
@@ -171,7 +171,7 @@ def _binds_names_only(stmt: ast.stmt) -> bool:
     )
 
 
-def _prefix_graph(jf, node, found: list, line: int) -> Prefix | None:
+def _prefix_graph(jf, found: list, line: int) -> Prefix | None:
     """The prefix graph, from ``jf``'s profile, taking the arguments the code before ``line`` reads."""
     before: list = []
     for block, index in found:
