@@ -18,3 +18,12 @@ def fresh_janus_config():
     yield
     for k, v in saved.items():
         setattr(janus.config, k, v)
+
+
+@pytest.fixture
+def split_only():
+    """For tests of the split itself: no statement runs after a whole graph, or between a prefix
+    graph and a whole one, instead (``janus.graphgen.later``, ``janus.partial.recompute``;
+    tests/test_later_statements.py and tests/test_recompute.py run such programs those ways)."""
+    janus.config.later_statements = False
+    janus.config.recompute_prefix = False

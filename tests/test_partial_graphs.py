@@ -11,14 +11,7 @@ from differential import run_differential
 
 import janus
 
-
-@pytest.fixture(autouse=True)
-def split_only():
-    """These programs test the split itself: no statement runs after a whole graph or between a
-    prefix graph and a whole one instead (``janus.graphgen.later``, ``janus.partial.recompute``;
-    tests/test_later_statements.py and tests/test_recompute.py run such programs those ways)."""
-    janus.config.later_statements = False
-    janus.config.recompute_prefix = False
+pytestmark = pytest.mark.usefixtures("split_only")  # tests the split itself (conftest.py)
 
 
 CALLS = 10  # the function profiles 3 calls, then its segments 3 each, a segment split again 3 more
