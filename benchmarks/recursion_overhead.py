@@ -12,6 +12,18 @@ timed interleaved in one process:
 * ``janus_no_heap``: a recursion on a tensor counter under ``janus.jit`` (an invocation a node,
   no heap reads): the bare cost of an invocation.
 
+``forward_backward`` times the same chain with a weight read at every node and its gradient taken
+(``tape.gradient`` inside the timed function): a node's cost forward and backward, eager and janus.
+
+``executor_bound`` shows what bounds janus on the tree models (issue #19): TensorFlow's executor
+spends a roughly fixed time on every node it runs, however small the kernel, so a tree node costs
+at least (graph nodes run for it) × (cost of one executor node). It measures the cost of one
+node (a ``tf.function`` running a chain of ``Tanh`` on a [1, 64] tensor, long minus short), counts
+the nodes janus's recursive functions for TreeRNN and TreeLSTM run for a leaf and for an inner
+node, forward and backward (their FunctionDefs pruned as TF prunes them, with the ``_Arg`` and
+``_Retval`` nodes of the function and of the branch its ``if`` takes), and sets the product
+against the measured time per tree node of a training step under janus.
+
 ``parallel_subtrees`` shows what +PARL (independent subtrees invoked in parallel) can gain on
 this machine: TreeRNN training under janus with ``config.parallel_calls`` on and off,
 interleaved, reporting time per batch and the process's CPU seconds per wall second. When
@@ -25,6 +37,8 @@ import statistics
 import time
 
 import tensorflow as tf
+from tensorflow.python.eager import context
+from tensorflow.python.framework import op_def_registry
 
 import janus
 from benchmarks import ablation, table3
@@ -58,6 +72,12 @@ def count_down(n: tf.Tensor, acc: tf.Tensor) -> tf.Tensor:
     return count_down(n - 1, acc + 1.0)
 
 
+def weighted_depth(node: Node, w: tf.Variable) -> tf.Tensor:
+    if node.is_leaf:
+        return w * 1.0
+    return weighted_depth(node.left, w) * 0.5 + w
+
+
 def recursion_overhead(quick: bool = False) -> dict:
     """Microseconds per node (per recursive call) for eager, janus, and janus without heap reads."""
     depth = 50 if quick else DEPTH
@@ -87,8 +107,142 @@ def recursion_overhead(quick: bool = False) -> dict:
         "us_per_node": per_node,
         "eager_over_janus": per_node["eager"] / per_node["janus"],
         "graph_calls": graph_calls,
+        "forward_backward": forward_backward(quick),
         "parallel_subtrees": parallel_subtrees(quick),
+        "executor_bound": executor_bound(quick),
     }
+
+
+def forward_backward(quick: bool = False) -> dict:
+    """Microseconds per node of the chain, forward and backward (a weight read at every node)."""
+    depth = 50 if quick else DEPTH
+    w = tf.Variable([[0.5]])
+    trees = [chain(depth), chain(depth)]
+
+    def step(tree: Node) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            y = weighted_depth(tree, w)
+        return tape.gradient(y, w)
+
+    jit_step = janus.jit(step)
+    variants = {"eager": lambda: step(trees[0]), "janus": lambda: jit_step(trees[1])}
+    expected = float(step(trees[0])[0, 0])
+    for run in variants.values():
+        for _ in range(janus.config.profile_calls + 1):
+            assert abs(float(run()[0, 0]) - expected) <= 1e-5 * abs(expected)
+    m = measure("recursion_forward_backward", variants, unit="us/node", warmup=2, repeats=5 if quick else 9, steps=3)
+    graph_calls = janus.stats(jit_step)["graph_calls"]
+    assert graph_calls > 0
+    per_node = {k: v / depth * 1e6 for k, v in m.per_step.items()}
+    return {"depth": depth, "us_per_node": per_node, "eager_over_janus": per_node["eager"] / per_node["janus"]}
+
+
+def executor_node_us(quick: bool = False) -> float:
+    """Microseconds TensorFlow's executor spends on one small node (a chain of ``Tanh``, long minus short)."""
+    short, long = 20, 220 if quick else 420
+
+    def tanh_chain(n: int):
+        @tf.function
+        def run(x):
+            for _ in range(n):
+                x = tf.tanh(x)
+            return x
+
+        return run
+
+    x = tf.ones([1, 64])
+    runs = {"short": tanh_chain(short), "long": tanh_chain(long)}
+    m = measure("executor_node", {k: (lambda f=f: f(x)) for k, f in runs.items()}, unit="us", repeats=9, steps=20)
+    return (m.per_step["long"] - m.per_step["short"]) / (long - short) * 1e6
+
+
+def executor_bound(quick: bool = False) -> dict:
+    """Per tree model: graph nodes run per tree node, their executor cost, and the measured cost."""
+    node_us = executor_node_us(quick)
+    models = {}
+    for name in ("treernn", "treelstm"):
+        mod = table3.module(name)
+        program = mod.build(quick, 0)
+        recorder = table3._Recorder()
+        step = mod.imperative(program, recorder)
+        for _ in range(janus.config.profile_calls + 2):
+            float(step())
+        assert recorder.total("graph_calls") > 0
+        counts = _nodes_run_per_tree_node()
+        times = []
+        for _ in range(3 if quick else 7):
+            start = time.perf_counter()
+            float(step())
+            times.append(time.perf_counter() - start)
+        tree_nodes = statistics.mean(sum(_size(t) for t in b) for b in program.batches)
+        leaves = statistics.mean(sum(_leaves(t) for t in b) for b in program.batches)
+        inner = tree_nodes - leaves
+        nodes_per_tree_node = (
+            leaves * (counts["forward"]["leaf"] + counts["backward"]["leaf"])
+            + inner * (counts["forward"]["inner"] + counts["backward"]["inner"])
+        ) / tree_nodes
+        models[name] = {
+            "trees_per_batch": len(program.batches[0]),
+            "tree_nodes_per_batch": tree_nodes,
+            "graph_nodes_run": counts,
+            "graph_nodes_per_tree_node": nodes_per_tree_node,
+            "executor_us_per_tree_node": nodes_per_tree_node * node_us,
+            "measured_us_per_tree_node": statistics.median(times) / tree_nodes * 1e6,
+        }
+    return {"executor_node_us": node_us, "models": models}
+
+
+def _size(node) -> int:
+    return 1 if node.is_leaf else 1 + _size(node.left) + _size(node.right)
+
+
+def _leaves(node) -> int:
+    return 1 if node.is_leaf else _leaves(node.left) + _leaves(node.right)
+
+
+def _nodes_run_per_tree_node() -> dict:
+    """Graph nodes the newest recursive function runs for a leaf and for an inner node, forward and backward.
+
+    Counts a function's nodes as TF's pruning keeps them (reached back from its outputs, its control
+    outputs and its stateful nodes), plus an ``_Arg`` per input and a ``_Retval`` per output; an
+    ``If`` adds the nodes of the branch taken: the one that invokes the function again for an inner
+    node, the other for a leaf.
+    """
+    from janus.graphgen import recursion_grad
+
+    rf = list(recursion_grad.registry.values())[-1]
+    ctx = context.context()
+    counts = {}
+    for direction, name in (("forward", rf.name), ("backward", rf.bwd_name)):
+        fdef = ctx.get_function_def(name)
+        base, branches = _count(fdef), []
+        for node in fdef.node_def:
+            if node.op in ("If", "StatelessIf"):
+                base -= 1
+                pair = [ctx.get_function_def(node.attr[b].func.name) for b in ("then_branch", "else_branch")]
+                branches = sorted(pair, key=lambda f: any(n.op.startswith("JanusInvoke") for n in f.node_def))
+        leaf, inner = (_count(branches[0]), _count(branches[1])) if branches else (0, 0)
+        counts[direction] = {"leaf": base + leaf, "inner": base + inner}
+    return counts
+
+
+def _count(fdef) -> int:
+    nodes = {n.name: n for n in fdef.node_def}
+
+    def stateful(n) -> bool:
+        op = op_def_registry.get(n.op)
+        return op is None or op.is_stateful
+
+    todo = [ref.split(":", 1)[0] for ref in fdef.ret.values()] + list(fdef.control_ret.values())
+    todo += [n.name for n in fdef.node_def if stateful(n)]
+    kept: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in kept or name not in nodes:
+            continue
+        kept.add(name)
+        todo += [i.lstrip("^").split(":", 1)[0] for i in nodes[name].input]
+    return len(kept) + len(fdef.signature.input_arg) + len(fdef.signature.output_arg)
 
 
 def parallel_subtrees(quick: bool = False) -> dict:

@@ -111,6 +111,24 @@ def markdown(payload: dict) -> str:
             f"{us['eager']:.1f} µs, janus {us['janus']:.1f} µs (one `JanusInvoke` and two heap reads), of which "
             f"{us['janus_no_heap']:.1f} µs is the invocation alone."
         )
+        fb = r.get("forward_backward")
+        if fb:
+            extra.append(
+                f"Forward and backward (a weight read at every node, `tape.gradient` inside the timed function): "
+                f"eager {fb['us_per_node']['eager']:.1f} µs a node, janus {fb['us_per_node']['janus']:.1f} µs."
+            )
+        bound = r.get("executor_bound")
+        if bound:
+            parts = [
+                f"{name}: {m['graph_nodes_per_tree_node']:.0f} graph nodes run per tree node, forward and backward, "
+                f"{m['executor_us_per_tree_node']:.1f} µs of executor time against "
+                f"{m['measured_us_per_tree_node']:.1f} µs measured"
+                for name, m in bound["models"].items()
+            ]
+            extra.append(
+                f"What bounds the tree models: TensorFlow's executor spends {bound['executor_node_us']:.2f} µs on "
+                "every node it runs, however small the kernel; " + "; ".join(parts) + "."
+            )
         par = r.get("parallel_subtrees")
         if par:
             ms, used = par["ms_per_batch"], par["cpu_seconds_per_wall_second"]
