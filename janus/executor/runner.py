@@ -30,7 +30,7 @@ class AssumptionFailed(Exception):
 class GraphRunner:
     __slots__ = (
         "graph", "_name", "_attrs", "_call_options", "_num_inputs", "_num_outputs", "_unpack", "_concrete", "_commit",
-        "_stores", "_effects", "_snapshot", "_later", "_saver", "warm",
+        "_stores", "_effects", "_snapshot", "_row_saves", "_later", "_saver", "warm",
     )  # fmt: skip
 
     def __init__(self, graph: GeneratedGraph) -> None:
@@ -50,6 +50,7 @@ class GraphRunner:
         # put back when a statement run after the graph raises: their values come last in the
         # graph's outputs (presaved), or are read before each call
         self._later = graph.presaved or graph.later_snapshot
+        self._row_saves = graph.row_saves
         self._saver = VariableSaver((*self._snapshot, *(() if graph.presaved else self._later)))
         self._effects = bool(graph.state_writes) or graph.commit is not None or graph.store_factory is not None
         self.warm = False  # the first call instantiates and optimises the function: part of its build
@@ -81,6 +82,8 @@ class GraphRunner:
                 self._stores.finish(commit=False)
             for variable, value in zip(self._snapshot, saved):  # undo the updates that ran before the error
                 variable.assign(value)
+            for rows in reversed(self._row_saves):  # the last scatter's rows first
+                rows.restore()
             assumption = failed_assumption_id(err)
             if assumption is not None:  # a loop's earlier iterations may have updated variables
                 raise AssumptionFailed(assumption) from None

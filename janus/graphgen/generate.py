@@ -31,7 +31,7 @@ from janus.assumptions.specs import (
     TensorArg,
     UnusedArg,
 )
-from janus.graphgen import datasets, later
+from janus.graphgen import datasets, later, row_saves
 from janus.graphgen.batch_lists import BatchList
 from janus.graphgen.context import GenerationContext, LateRead
 from janus.graphgen.control_flow import TensorList
@@ -75,6 +75,7 @@ class GeneratedGraph:
     state_writes: int
     ops_before_writes: frozenset[str]  # an op among these that raises leaves TF state untouched (after a restore)
     snapshot: tuple  # variables the runner saves before a call and puts back if an op raises
+    row_saves: tuple  # scatter-updated variables the graph saves row by row; put back likewise (row_saves.py)
     later_snapshot: tuple  # variables it saves and puts back if a statement run after the graph raises
     stop: object  # a prefix graph's statement (later.StopAt), or None
     presaved: tuple  # later_snapshot's variables, in the order their values end the outputs (else read first)
@@ -133,6 +134,7 @@ def generate(
     snapshot_resources: list[tf.Tensor] = []  # resources updated before an op that may raise
     unordered: list[tf.Tensor] = []  # resources an update may have changed when an assertion fails
     tail: list[tf.Tensor] = []  # resources updated after a statement that runs later (later.py)
+    saved_rows: list[row_saves.RowSave] = []  # scatter-updated variables the graph saves row by row
 
     def driver(*placeholders: tf.Tensor) -> list[tf.Tensor]:
         feed = iter(placeholders)
@@ -166,6 +168,9 @@ def generate(
         if first_write is not None:
             before_writes.update(op.name for op in graph.get_operations()[:first_write])
         resources, fallible = written_before_last_fallible(graph, first_write, ctx.assert_ops)
+        resources, saves = row_saves.add(graph, resources, whole=unordered)
+        saved_rows.extend(saves)
+        fallible |= {save.gather for save in saves}  # they raise where their scatter would
         snapshot_resources.extend(resources)
         printed = fallible_after_print(graph)
         if printed and ctx.caught_tries:
@@ -223,6 +228,7 @@ def generate(
                 loc,
             ) from None
         snapshot, recoverable, updated_first = (), set(before_writes), ()
+        saved_rows.clear()  # an error past the updates is not recoverable: nothing is put back
     return GeneratedGraph(
         concrete=concrete,
         function_name=concrete._inference_function.name.decode()
@@ -241,6 +247,7 @@ def generate(
         state_writes=writes,
         ops_before_writes=frozenset(recoverable),
         snapshot=snapshot,
+        row_saves=tuple(saved_rows),
         later_snapshot=later_snapshot,
         presaved=tuple(presave) if {id(v) for v in presave} == {id(v) for v in later_snapshot} else (),
         stop=stopped[0] if stopped else None,

@@ -60,7 +60,7 @@ def is_touch_op(op: tf.Operation) -> bool:
     return SCOPE in op.name
 
 
-def _eager_handle(tensor: tf.Tensor) -> object:
+def eager_handle(tensor: tf.Tensor) -> object:
     """The eager resource handle a graph placeholder stands for (through enclosing graphs)."""
     graph = tensor.graph
     while not isinstance(tensor, ops.EagerTensor):
@@ -79,7 +79,7 @@ def read_directly(graph: tf.Graph) -> set[int]:
             continue
         for tensor in op.inputs:
             if tensor.dtype == tf.resource and tensor.op.type == "Placeholder":
-                handle = _eager_handle(tensor)
+                handle = eager_handle(tensor)
                 if handle is not None:
                     handles.add(id(handle))
     return handles
@@ -90,18 +90,27 @@ def users(graph: tf.Graph, handle: object) -> list[tf.Operation]:
     return [
         op
         for op in graph.get_operations()
-        if any(t.dtype == tf.resource and t.op.type == "Placeholder" and _eager_handle(t) is handle for t in op.inputs)
+        if any(t.dtype == tf.resource and t.op.type == "Placeholder" and eager_handle(t) is handle for t in op.inputs)
     ]
 
 
-_counter_handles: set[int] = set()  # ids of the eager handles of live counters
+_counter_handles: set[int] = set()  # ids of the eager handles of live counters (and other bookkeeping)
+
+
+def mark_bookkeeping(handle: object) -> None:
+    """A resource janus owns (``row_saves``): graphs' ops on it are not the program's state."""
+    _counter_handles.add(id(handle))
+
+
+def unmark_bookkeeping(handle_id: int) -> None:
+    _counter_handles.discard(handle_id)
 
 
 def is_counter(tensor: tf.Tensor) -> bool:
     """A graph's resource input that is one of these counters (janus's bookkeeping)."""
     if tensor.op.type != "Placeholder" and not isinstance(tensor, ops.EagerTensor):
         return False
-    return id(_eager_handle(tensor)) in _counter_handles
+    return id(eager_handle(tensor)) in _counter_handles
 
 
 class Counter:
