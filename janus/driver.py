@@ -54,7 +54,9 @@ log_profile = logs.logger("profile")
 _registry: weakref.WeakSet[JitFunction] = weakref.WeakSet()
 # Held for every call of a function whose graphs commit writes to Python objects, from the guards
 # (which read the heap) to the commit, and for profiled calls: two threads' `self.n += 1` never
-# lose an update. Functions whose graphs write no Python state never take it. A profiled call runs
+# lose an update. Also for a function whose graphs put TF variables back when an op raises (a
+# snapshot, rows saved): another call's updates in between would be undone, or its own not.
+# Functions whose graphs do neither never take it. A profiled call runs
 # user code, which may wait for another thread that calls a jitted function: so the lock is waited
 # for at most HEAP_LOCK_PATIENCE seconds, after which the call goes on without it (never a hang).
 _HEAP_LOCK = threading.RLock()
@@ -102,7 +104,7 @@ class JitFunction:
 
     def reset(self) -> None:
         self._lock = threading.RLock()  # janus's own state of this function; never held around user code
-        self._effectful = False  # a graph of it commits Python heap writes: calls take _HEAP_LOCK
+        self._effectful = False  # a graph of it writes Python state or puts variables back: calls take _HEAP_LOCK
         self.profile = Profile()
         self.cache = GraphCache()
         self.stats = Stats()
@@ -515,7 +517,11 @@ class JitFunction:
                      "the graph serves the others", self.fn.__qualname__, ", ".join(sorted(tolerated)))  # fmt: skip
         self.cache.add(graph)
         self._effectful = (
-            self._effectful or graph.commit is not None or graph.store_factory is not None or graph.counts_touches
+            self._effectful
+            or graph.commit is not None
+            or graph.store_factory is not None
+            or graph.counts_touches
+            or bool(graph.snapshot or graph.row_saves)  # put back on an error: one call at a time
         )
         if self.stats.graphs_built == 0:
             self._first_build_seconds = graph.build_seconds

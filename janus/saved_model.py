@@ -34,6 +34,7 @@ from janus.config import config
 from janus.diagnostics import logs
 from janus.driver import BoundJit, JitFunction, PartialJit, resolve
 from janus.executor.runner import _call_options
+from janus.graphgen import row_saves
 from janus.graphgen.errors import GenerationError, NotConvertible
 from janus.graphgen.generate import GeneratedGraph, generate
 from janus.graphgen.keras_layers import is_keras_layer
@@ -203,10 +204,10 @@ def _export_spec(spec: ArgSpec, wanted: object, what: str, keep_values: bool) ->
 
 
 def _rebuild(jf: JitFunction, general: list[ArgSpec], specific: list[ArgSpec], speculate: bool) -> GeneratedGraph:
-    """The graph for the ``general`` specs, with portable asserts; for the ``specific`` ones (with the
-    tensor values janus speculated on) where the code needs such a value."""
+    """The graph for the ``general`` specs, with portable asserts and no rows saved for a re-run; for
+    the ``specific`` ones (with the tensor values janus speculated on) where the code needs such a value."""
     attempts = [general] if _same_specs(general, specific) else [general, specific]
-    with jf._lock, portable_asserts(), _speculation(speculate):
+    with jf._lock, portable_asserts(), row_saves.none_saved(), _speculation(speculate):
         for n, attempt in enumerate(attempts):
             try:
                 return generate(jf.fn, jf.params, attempt, jf.profile, jf.failures.__getitem__)

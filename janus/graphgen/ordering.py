@@ -271,14 +271,17 @@ def written_before_last_fallible(
     fallible = [i for i in range(first_write, len(operations)) if may_raise(operations[i])]
     ordered = _with_ancestors(ordered)
     last = max((i for i in fallible if operations[i] not in ordered), default=None)
-    resources = [
-        t
-        for op in (operations[first_write:last] if last is not None else ())
-        if is_state_write(op)
-        for t in op.inputs
-        if outlives_call(t)
-    ]
+    updates = operations[first_write:last] if last is not None else []
+    if last is not None and operations[last].type.startswith(_PARTIAL_UPDATES):
+        updates.append(operations[last])  # it raises after updating some rows: they are put back too
+    resources = [t for op in updates if is_state_write(op) for t in op.inputs if outlives_call(t)]
     return resources, {operations[i].name for i in fallible}
+
+
+# Updates that raise at a bad index after applying the rows before it (TensorFlow's CPU kernels of
+# scatters and of sparse optimizer steps): one that is a graph's last op that may raise must be put
+# back like the updates before it, or the call re-run eagerly would apply those rows twice.
+_PARTIAL_UPDATES = ("ResourceScatter", "ResourceSparseApply")
 
 
 def fallible_after_print(graph: tf.Graph) -> set[str]:

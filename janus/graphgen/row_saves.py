@@ -23,8 +23,11 @@ before this one).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import threading
 import weakref
+from collections.abc import Iterator
 
 import tensorflow as tf
 from tensorflow.python.ops import gen_resource_variable_ops, resource_variable_ops
@@ -39,6 +42,19 @@ SCATTERS = frozenset(
     }
 )  # fmt: skip
 SCOPE = "janus_row_save"
+_off = threading.local()  # none_saved() in this thread
+
+
+@contextlib.contextmanager
+def none_saved() -> Iterator[None]:
+    """Graphs built in this thread meanwhile save no rows (``janus.export``: a SavedModel holds
+    variables only, and never re-runs a failed call)."""
+    previous = getattr(_off, "on", False)
+    _off.on = True
+    try:
+        yield
+    finally:
+        _off.on = previous
 
 
 class _Slot:
@@ -83,6 +99,8 @@ class RowSave:
 def add(graph: tf.Graph, resources: list[tf.Tensor], whole: list[tf.Tensor]) -> tuple[list[tf.Tensor], list[RowSave]]:
     """Splits ``resources`` (updated before an op that may raise) into those the runner must save
     whole and those saved row by row by ops this adds to ``graph``; ``whole`` must be saved whole."""
+    if getattr(_off, "on", False):
+        return list(resources), []
     keep_whole = {id(_root(t)) for t in whole}
     candidates: dict[int, tf.Tensor] = {}
     for tensor in resources:
