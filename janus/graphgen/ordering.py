@@ -15,7 +15,7 @@ from janus.graphgen.errors import NotConvertible
 STATE_READS = frozenset(
     {
         "ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VariableShape", "VarIsInitializedOp", "JanusAssert",
-        "JanusInvoke", "JanusInvokeGrad",  # recursive functions only read variables (writes there are refused)
+        "JanusInvoke", "JanusInvokeGrad",  # recursive functions only read variables (recursion.py refuses writes)
     }
 )  # fmt: skip
 # Control flow whose branches hold assertions is itself an assertion: its inner writes already wait for them.
@@ -207,7 +207,7 @@ def may_raise(op: tf.Operation) -> bool:
 
 _DIVISIONS = frozenset({"FloorMod", "FloorDiv", "TruncateMod", "TruncateDiv", "Mod", "Div"})
 _CONSOLE_STREAMS = frozenset({b"stderr", b"stdout", b"log(info)", b"log(warning)", b"log(error)"})
-_FUNCTION_ATTRS = ("then_branch", "else_branch", "branches", "cond", "body")
+_FUNCTION_ATTRS = ("then_branch", "else_branch", "branches", "cond", "body", "f")
 
 
 def _shapes_fixed(op: tf.Operation) -> bool:
@@ -230,6 +230,14 @@ def _exponent_may_be_negative(op: tf.Operation) -> bool:
 
 def _body_may_raise(op: tf.Operation) -> bool:
     """Whether an op of a tf.cond's branches or a loop's body and condition may raise."""
+    bodies = called_graphs(op)
+    return bodies is None or any(may_raise(inner) for body in bodies for inner in body.get_operations())
+
+
+def called_graphs(op: tf.Operation) -> list[tf.Graph] | None:
+    """The graphs of a control-flow op's branches, body and condition, or of a function call op's
+    function (None where one cannot be found; empty for other ops)."""
+    graphs = []
     for attr in _FUNCTION_ATTRS:
         try:
             value = op.get_attr(attr)
@@ -237,9 +245,10 @@ def _body_may_raise(op: tf.Operation) -> bool:
             continue
         for function in value if isinstance(value, list) else [value]:
             body = _function_graph(op.graph, function.name)
-            if body is None or any(may_raise(inner) for inner in body.get_operations()):
-                return True
-    return False
+            if body is None:
+                return None
+            graphs.append(body)
+    return graphs
 
 
 def _function_graph(graph: tf.Graph, name: str) -> tf.Graph | None:

@@ -39,6 +39,7 @@ from janus.config import config
 from janus.graphgen import recursion_grad
 from janus.graphgen.errors import NotConvertible
 from janus.graphgen.heap import PyObjectRef
+from janus.graphgen.ordering import STATE_READS, called_graphs, outlives_call
 from janus.graphgen.pynumber import PyNumber
 from janus.graphgen.source import location
 from janus.graphgen.values import is_symbolic, is_user_object
@@ -411,6 +412,12 @@ def _trace_twice(interp, func, names, template, params, outputs, loc) -> Recursi
     probe = _trace(interp, func, names, rf, loc, probe=True)
     rf.captures = list(probe.external_captures)
     graph = _trace(interp, func, names, rf, loc, probe=False)
+    if _updates_tf_state(graph):
+        raise NotConvertible(
+            "a recursive function updates a TF variable (an invocation only reads them: its updates could "
+            "not be ordered or put back)",
+            loc,
+        )
     extra = [t for t in graph.external_captures if all(t is not c for c in rf.captures)]
     if extra:
         raise NotConvertible("a recursive function captures different tensors on each trace", loc)
@@ -423,6 +430,22 @@ def _trace_twice(interp, func, names, template, params, outputs, loc) -> Recursi
     recursion_grad.differentiate(rf, graph, loc)
     rf.forward = atomic_function.from_func_graph(rf.name, graph, {})
     return rf
+
+
+def _updates_tf_state(graph) -> bool:
+    """An op of ``graph``, or of a region within it, updates a resource that outlives the call
+    (a variable: ``scatter_add``, ``assign``); janus's heap ops and its bookkeeping do not count."""
+    pending = [graph]
+    while pending:
+        for op in pending.pop().get_operations():
+            if op.type in STATE_READS or op.type.startswith("JanusPy") or not op._is_stateful:  # noqa: SLF001
+                continue
+            bodies = called_graphs(op)
+            if bodies:  # control flow or a function call: its ops tell
+                pending += bodies
+            elif bodies is None or any(outlives_call(t) for t in op.inputs):
+                return True
+    return False
 
 
 def _trace(interp, func, names, rf: RecursiveFunction, loc: str, probe: bool):
