@@ -373,8 +373,13 @@ def enabled() -> Iterator[None]:
 
 
 def is_watching() -> bool:
-    """Whether transparent mode's trace hook still sees every call (discovery is not over)."""
-    return _mode.active and _mode.watching
+    """Whether transparent mode's watcher still slows every Python call (discovery is not over).
+
+    Python 3.11: until its trace function paused after ``discovery_quiet_seconds`` without a new
+    function. Python 3.12+ watches through ``sys.monitoring``, which costs nothing once a function
+    is decided: False."""
+    watcher = _mode.watcher if _mode.active else None
+    return bool(getattr(watcher, "watching", False))
 
 
 def routed_functions() -> list[Routed]:

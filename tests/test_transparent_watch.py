@@ -67,6 +67,7 @@ def quiet_discovery():
     watcher = transparent._mode.watcher
     if isinstance(watcher, watchers.TraceWatcher):
         assert not watcher.watching and sys.gettrace() != watcher._trace
+    assert not transparent.is_watching()  # benchmarks/recurrent_cell.py times from here
     return next(r.jitted for r in routed_functions() if r.function is train_step)
 
 
@@ -79,6 +80,18 @@ def served_lines(text: str) -> list[str]:
         elif group.startswith("routed and served by graphs"):
             lines.append(line.strip())
     return lines
+
+
+@pytest.mark.skipif(MONITORING, reason="Python 3.11's watcher: 3.12+ never slows calls once they are decided")
+def test_is_watching_while_discovery_runs_and_not_after_it_went_quiet():
+    janus.config.discovery_quiet_seconds = 0.05
+    janus.config.rediscovery_seconds = 60.0
+    assert not transparent.is_watching()
+    janus.enable()
+    assert transparent.is_watching()
+    quiet_discovery()
+    janus.disable()
+    assert not transparent.is_watching()
 
 
 def test_an_eval_step_first_called_after_discovery_went_quiet_is_routed_and_listed(caplog):
