@@ -34,6 +34,7 @@ from janus.graphgen.numpy_values import NumpyArray
 from janus.graphgen.ordering import order_state_writes
 from janus.graphgen.pynumber import OptionalNumber, PyNumber
 from janus.graphgen.source import location
+from janus.graphgen.static_values import static_value
 from janus.graphgen.touches import TouchCounters
 from janus.graphgen.values import is_plain, is_symbolic, is_user_object
 from janus.ops import heap_ops, janus_assert, pyheap
@@ -926,7 +927,7 @@ class GenerationContext:
 
     def assert_nonzero(self, divisor: tf.Tensor, loc: str) -> None:
         """Division by a relaxed number: Python raises ZeroDivisionError, so check before."""
-        static = tf.get_static_value(divisor)
+        static = static_value(divisor)
         if static is not None and np.all(static != 0):  # a constant divisor (a value guarded before the call)
             return
         zero = lambda: tf.zeros([], divisor.dtype)  # noqa: E731 - int64 divisors need an int64 zero

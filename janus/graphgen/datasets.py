@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING
 import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 
-from janus.graphgen.ordering import mark_call_local, may_raise
+from janus.graphgen.fallible import may_raise
+from janus.graphgen.ordering import mark_call_local
 from janus.graphgen.pynumber import PyNumber
 
 if TYPE_CHECKING:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
 import tensorflow as tf
 
 from janus.graphgen import touches
 from janus.graphgen.errors import NotConvertible
+from janus.graphgen.fallible import may_raise
 
 # Stateful ops that only read state: they may run before an assumption is checked.
 STATE_READS = frozenset(
@@ -158,107 +158,6 @@ def keep_fallible(graph: tf.Graph, outputs: list[tf.Tensor]) -> None:
     handler catches it). Such ops become control outputs of the function."""
     needed = _with_ancestors([t.op for t in outputs] + [op for op in graph.get_operations() if op._is_stateful])
     graph.control_outputs.extend(op for op in graph.get_operations() if op not in needed and may_raise(op))
-
-
-# Ops that cannot raise at run time once their shapes are fixed (elementwise float math, reads,
-# plain assignments, optimizer updates, gradients of such ops, stateless RNG). With a dimension
-# known only at run time (a relaxed shape) any of them may raise (incompatible shapes).
-_CANNOT_RAISE = frozenset(
-    {
-        "Placeholder", "Const", "Identity", "IdentityN", "NoOp", "ReadVariableOp", "StopGradient", "Cast",
-        "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp", "Shape", "ShapeN", "Size", "Rank",
-        "Fill", "ZerosLike", "OnesLike", "Add", "AddV2", "AddN", "Sub", "Mul", "Neg", "Square",
-        "SquaredDifference", "Sqrt", "Rsqrt", "Reciprocal", "RealDiv", "DivNoNan", "Maximum", "Minimum", "Pow",
-        "Exp", "Log", "Log1p", "Abs", "Sign", "Tanh", "Sigmoid", "Relu", "Relu6", "Elu", "Selu", "Softplus",
-        "LeakyRelu", "Softmax", "LogSoftmax", "Sum", "Mean", "Max", "Min", "Prod", "MatMul", "BatchMatMulV2",
-        "BiasAdd", "BiasAddGrad", "Select", "SelectV2", "Greater", "GreaterEqual", "Less", "LessEqual", "Equal",
-        "NotEqual", "LogicalAnd", "LogicalOr", "LogicalNot", "Floor", "Ceil", "Round", "ClipByValue", "L2Loss",
-        "Transpose", "ExpandDims", "Squeeze", "Pack", "ConcatV2", "Tile", "BroadcastTo", "Reshape", "ArgMax",
-        "ArgMin", "Bitcast", "BitwiseAnd", "BitwiseOr", "ReluGrad", "Relu6Grad", "TanhGrad", "SigmoidGrad",
-        "RsqrtGrad", "SqrtGrad", "Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput", "MaxPool",
-        "MaxPoolGrad", "AvgPool", "AvgPoolGrad", "FusedBatchNormV3", "FusedBatchNormGradV3",
-        "StatelessRandomGetKeyCounter", "StatelessRandomUniformV2", "StatelessRandomNormalV2",
-        "ResourceApplyGradientDescent", "ResourceApplyKerasMomentum", "ResourceApplyMomentum",
-        "ResourceApplyAdam", "ResourceApplyAdagradV2", "ResourceApplyRMSProp", "ResourceApplyAdaMax",
-    }
-)  # fmt: skip
-
-
-def may_raise(op: tf.Operation) -> bool:
-    """An op may raise at run time unless its type cannot once shapes are fixed and they are.
-
-    Control flow raises where an op of its branches or body may; an integer division or remainder
-    where its divisor is not a constant without zeros; an integer power where its exponent is not a
-    constant without negatives; a print where it writes to a file."""
-    if op.type.startswith("Horovod"):
-        return False
-    if op.type in _CONTROL_FLOW:
-        return _body_may_raise(op)
-    if op.type in _DIVISIONS:
-        return _divisor_may_be_zero(op) or not _shapes_fixed(op)
-    if op.type == "Pow" and op.inputs[1].dtype.is_integer:
-        return _exponent_may_be_negative(op) or not _shapes_fixed(op)
-    if op.type == "PrintV2":
-        return op.get_attr("output_stream") not in _CONSOLE_STREAMS
-    if op.type not in _CANNOT_RAISE:
-        return True
-    return not _shapes_fixed(op)
-
-
-_DIVISIONS = frozenset({"FloorMod", "FloorDiv", "TruncateMod", "TruncateDiv", "Mod", "Div"})
-_CONSOLE_STREAMS = frozenset({b"stderr", b"stdout", b"log(info)", b"log(warning)", b"log(error)"})
-_FUNCTION_ATTRS = ("then_branch", "else_branch", "branches", "cond", "body", "f")
-
-
-def _shapes_fixed(op: tf.Operation) -> bool:
-    return all(t.shape.is_fully_defined() for t in (*op.inputs, *op.outputs) if t.dtype != tf.resource)
-
-
-def _divisor_may_be_zero(op: tf.Operation) -> bool:
-    """Integer division by zero raises (float division gives inf or nan)."""
-    if op.inputs[1].dtype.is_floating:
-        return False
-    divisor = tf.get_static_value(op.inputs[1])
-    return divisor is None or bool(np.any(divisor == 0))
-
-
-def _exponent_may_be_negative(op: tf.Operation) -> bool:
-    """An integer raised to a negative integer power raises (a float one gives a float)."""
-    exponent = tf.get_static_value(op.inputs[1])
-    return exponent is None or bool(np.any(exponent < 0))
-
-
-def _body_may_raise(op: tf.Operation) -> bool:
-    """Whether an op of a tf.cond's branches or a loop's body and condition may raise."""
-    bodies = called_graphs(op)
-    return bodies is None or any(may_raise(inner) for body in bodies for inner in body.get_operations())
-
-
-def called_graphs(op: tf.Operation) -> list[tf.Graph] | None:
-    """The graphs of a control-flow op's branches, body and condition, or of a function call op's
-    function (None where one cannot be found; empty for other ops)."""
-    graphs = []
-    for attr in _FUNCTION_ATTRS:
-        try:
-            value = op.get_attr(attr)
-        except ValueError:  # this kind of control flow has no such attribute
-            continue
-        for function in value if isinstance(value, list) else [value]:
-            body = _function_graph(op.graph, function.name)
-            if body is None:
-                return None
-            graphs.append(body)
-    return graphs
-
-
-def _function_graph(graph: tf.Graph, name: str) -> tf.Graph | None:
-    """The graph of the function ``name`` called in ``graph`` (None where it cannot be found)."""
-    while graph is not None:
-        function = graph._get_function(name)
-        if function is not None:
-            return getattr(function, "graph", None)
-        graph = getattr(graph, "outer_graph", None)
-    return None
 
 
 def written_before_last_fallible(

@@ -38,8 +38,9 @@ from janus.assumptions.specs import merge_shapes
 from janus.config import config
 from janus.graphgen import recursion_grad
 from janus.graphgen.errors import NotConvertible
+from janus.graphgen.fallible import called_graphs
 from janus.graphgen.heap import PyObjectRef
-from janus.graphgen.ordering import STATE_READS, called_graphs, outlives_call
+from janus.graphgen.ordering import STATE_READS, outlives_call
 from janus.graphgen.pynumber import PyNumber
 from janus.graphgen.source import location
 from janus.graphgen.values import is_symbolic, is_user_object

@@ -33,7 +33,8 @@ import tensorflow as tf
 from tensorflow.python.ops import gen_resource_variable_ops, resource_variable_ops
 
 from janus.graphgen import touches
-from janus.graphgen.ordering import is_state_write, may_raise
+from janus.graphgen.fallible import may_raise
+from janus.graphgen.ordering import is_state_write
 
 SCATTERS = frozenset(
     {

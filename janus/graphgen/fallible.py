@@ -1,0 +1,160 @@
+"""Which ops of a generated graph may raise at run time.
+
+All-or-nothing (``ordering``) makes every TF state update wait for the ops before it that may
+raise, and saves what was updated before the last of them: each op wrongly counted here costs
+parallelism (an optimizer's updates wait for the whole backward pass) and copies. So an op counts
+as unable to raise only where that is shown while generating:
+
+* its type cannot raise once its shapes are fixed, and they are (``_CANNOT_RAISE``);
+* an index, a divisor, an exponent or a padding it takes is known while generating
+  (``static_values``) and is in range;
+* it only computes such a known value.
+
+Everything else may raise: an unknown op type, control flow holding an op that may raise, a
+gather, a sparse op, a user's assert.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from janus.graphgen.static_values import SHAPE_ARITHMETIC, static_value
+
+# Ops that cannot raise at run time once their shapes are fixed (elementwise float math, reads,
+# plain assignments, optimizer updates, gradients of such ops, stateless RNG). With a dimension
+# known only at run time (a relaxed shape) any of them may raise (incompatible shapes).
+_CANNOT_RAISE = frozenset(
+    {
+        "Placeholder", "Const", "Identity", "IdentityN", "NoOp", "ReadVariableOp", "StopGradient", "Cast",
+        "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp", "Shape", "ShapeN", "Size", "Rank",
+        "Fill", "ZerosLike", "OnesLike", "Add", "AddV2", "AddN", "Sub", "Mul", "Neg", "Square",
+        "SquaredDifference", "Sqrt", "Rsqrt", "Reciprocal", "RealDiv", "DivNoNan", "Maximum", "Minimum", "Pow",
+        "Exp", "Log", "Log1p", "Abs", "Sign", "Tanh", "Sigmoid", "Relu", "Relu6", "Elu", "Selu", "Softplus",
+        "Softsign", "LeakyRelu", "Softmax", "LogSoftmax", "Sum", "Mean", "Max", "Min", "Prod", "Any", "All",
+        "MatMul", "BatchMatMulV2", "BiasAdd", "BiasAddGrad", "Select", "SelectV2", "Greater", "GreaterEqual",
+        "Less", "LessEqual", "Equal", "NotEqual", "LogicalAnd", "LogicalOr", "LogicalNot", "IsNan", "IsInf",
+        "IsFinite", "Floor", "Ceil", "Round", "ClipByValue", "L2Loss", "Transpose", "ExpandDims", "Squeeze",
+        "Pack", "Unpack", "ConcatV2", "Tile", "BroadcastTo", "Reshape", "ArgMax", "ArgMin", "Bitcast",
+        "BitwiseAnd", "BitwiseOr", "ReluGrad", "Relu6Grad", "LeakyReluGrad", "EluGrad", "SeluGrad",
+        "SoftplusGrad", "SoftsignGrad", "TanhGrad", "SigmoidGrad", "RsqrtGrad", "SqrtGrad", "ReciprocalGrad",
+        "Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput", "MaxPool", "MaxPoolGrad", "AvgPool",
+        "AvgPoolGrad", "FusedBatchNormV3", "FusedBatchNormGradV3", "StatelessRandomGetKeyCounter",
+        "StatelessRandomUniformV2", "StatelessRandomNormalV2", "ResourceApplyGradientDescent",
+        "ResourceApplyKerasMomentum", "ResourceApplyMomentum", "ResourceApplyAdam", "ResourceApplyAdagradV2",
+        "ResourceApplyRMSProp", "ResourceApplyAdaMax",
+    }
+)  # fmt: skip
+
+
+def may_raise(op: tf.Operation) -> bool:
+    """An op may raise at run time unless that is shown while generating (module docstring).
+
+    Control flow raises where an op of its branches or body may; an integer division or remainder
+    where its divisor may be zero; an integer power where its exponent may be negative; a slice
+    where its bounds are not known to be in range; a print where it writes to a file."""
+    if op.type.startswith("Horovod"):
+        return False
+    if op.type in _CONTROL_FLOW:
+        return _body_may_raise(op)
+    if op.type in SHAPE_ARITHMETIC and all(static_value(t) is not None for t in op.outputs):
+        return False  # evaluated without error while generating: it computes the same at run time
+    if op.type in _DIVISIONS:
+        return _divisor_may_be_zero(op) or not _shapes_fixed(op)
+    if op.type == "Pow" and op.inputs[1].dtype.is_integer:
+        return _exponent_may_be_negative(op) or not _shapes_fixed(op)
+    if op.type in _CHECKED_BOUNDS:
+        return not (_shapes_fixed(op) and _CHECKED_BOUNDS[op.type](op))
+    if op.type == "PrintV2":
+        return op.get_attr("output_stream") not in _CONSOLE_STREAMS
+    if op.type not in _CANNOT_RAISE:
+        return True
+    return not _shapes_fixed(op)
+
+
+def _slice_in_bounds(op: tf.Operation) -> bool:
+    """``tf.slice(x, begin, size)`` raises where ``0 <= begin`` and ``begin + size <= dim`` fail."""
+    begin, size = static_value(op.inputs[1]), static_value(op.inputs[2])
+    if begin is None or size is None:
+        return False
+    dims = np.array(op.inputs[0].shape.as_list())
+    size = np.where(size == -1, dims - begin, size)
+    return begin.shape == dims.shape == size.shape and bool(np.all((begin >= 0) & (size >= 0) & (begin + size <= dims)))
+
+
+def _strided_slice_known(op: tf.Operation) -> bool:
+    """A strided slice (or its gradient) whose begin, end and strides are known: TF's shape
+    function checks them against the fixed shape while the graph is built (an index out of
+    range, a zero stride), so what was built runs. ``StridedSliceGrad``'s shape comes first."""
+    known = op.inputs[:4] if op.type == "StridedSliceGrad" else op.inputs[1:4]
+    return all(static_value(t) is not None for t in known)
+
+
+def _paddings_non_negative(op: tf.Operation) -> bool:
+    """``tf.pad`` raises on negative paddings (constant mode; ``MirrorPad`` has more limits)."""
+    paddings = static_value(op.inputs[1])
+    return paddings is not None and bool(np.all(paddings >= 0))
+
+
+_CHECKED_BOUNDS = {
+    "Slice": _slice_in_bounds,
+    "StridedSlice": _strided_slice_known,
+    "StridedSliceGrad": _strided_slice_known,
+    "Pad": _paddings_non_negative,
+    "PadV2": _paddings_non_negative,
+}
+_CONTROL_FLOW = frozenset({"If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase"})
+_DIVISIONS = frozenset({"FloorMod", "FloorDiv", "TruncateMod", "TruncateDiv", "Mod", "Div"})
+_CONSOLE_STREAMS = frozenset({b"stderr", b"stdout", b"log(info)", b"log(warning)", b"log(error)"})
+_FUNCTION_ATTRS = ("then_branch", "else_branch", "branches", "cond", "body", "f")
+
+
+def _shapes_fixed(op: tf.Operation) -> bool:
+    return all(t.shape.is_fully_defined() for t in (*op.inputs, *op.outputs) if t.dtype != tf.resource)
+
+
+def _divisor_may_be_zero(op: tf.Operation) -> bool:
+    """Integer division by zero raises (float division gives inf or nan)."""
+    if op.inputs[1].dtype.is_floating:
+        return False
+    divisor = static_value(op.inputs[1])
+    return divisor is None or bool(np.any(divisor == 0))
+
+
+def _exponent_may_be_negative(op: tf.Operation) -> bool:
+    """An integer raised to a negative integer power raises (a float one gives a float)."""
+    exponent = static_value(op.inputs[1])
+    return exponent is None or bool(np.any(exponent < 0))
+
+
+def _body_may_raise(op: tf.Operation) -> bool:
+    """Whether an op of a tf.cond's branches or a loop's body and condition may raise."""
+    bodies = called_graphs(op)
+    return bodies is None or any(may_raise(inner) for body in bodies for inner in body.get_operations())
+
+
+def called_graphs(op: tf.Operation) -> list[tf.Graph] | None:
+    """The graphs of a control-flow op's branches, body and condition, or of a function call op's
+    function (None where one cannot be found; empty for other ops)."""
+    graphs = []
+    for attr in _FUNCTION_ATTRS:
+        try:
+            value = op.get_attr(attr)
+        except ValueError:  # this kind of control flow has no such attribute
+            continue
+        for function in value if isinstance(value, list) else [value]:
+            body = _function_graph(op.graph, function.name)
+            if body is None:
+                return None
+            graphs.append(body)
+    return graphs
+
+
+def _function_graph(graph: tf.Graph, name: str) -> tf.Graph | None:
+    """The graph of the function ``name`` called in ``graph`` (None where it cannot be found)."""
+    while graph is not None:
+        function = graph._get_function(name)
+        if function is not None:
+            return getattr(function, "graph", None)
+        graph = getattr(graph, "outer_graph", None)
+    return None

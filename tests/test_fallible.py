@@ -1,0 +1,187 @@
+"""[perf] Which ops may raise: shown while generating, so that state updates wait only for those.
+
+Every TF state update of a graph waits for the ops before it that may raise
+(``janus/graphgen/ordering.py``). Counting the shape arithmetic of gradients (a concatenation's
+offsets and slices, a reduction's tiling divisions, a padding's slice) and elementwise gradients
+as fallible made pix2pix's optimizer updates wait for its whole backward pass: 0.88x its symbolic
+baseline, 0.99x without. ``janus/graphgen/fallible.py`` shows where they cannot raise; these tests
+check that it is never wrong the other way (an op counted safe that raises).
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from differential import run_differential
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import janus
+from janus.graphgen.fallible import may_raise
+from janus.graphgen.static_values import static_value
+
+
+def _graph_of(fn, *specs) -> tf.Graph:
+    return tf.function(fn, autograph=False).get_concrete_function(*specs).graph
+
+
+def _ops(graph: tf.Graph, op_type: str) -> list[tf.Operation]:
+    found = [op for op in graph.get_operations() if op.type == op_type]
+    assert found, f"no {op_type} in {sorted({op.type for op in graph.get_operations()})}"
+    return found
+
+
+def _gradient_graph(body) -> tf.Graph:
+    w = tf.Variable(tf.ones([3, 4]))
+
+    def step(x):
+        with tf.GradientTape() as tape:
+            loss = body(x, w)
+        return tape.gradient(loss, w)
+
+    return _graph_of(step, tf.TensorSpec([2, 3]))
+
+
+def test_the_shape_arithmetic_of_gradients_cannot_raise():
+    def body(x, w):
+        h = tf.matmul(x, w)
+        both = tf.concat([h, tf.nn.leaky_relu(h)], axis=1)
+        padded = tf.pad(both, [[1, 1], [0, 2]])
+        return tf.reduce_mean(padded, axis=0)[3] + tf.reduce_sum(tf.nn.elu(h))
+
+    graph = _gradient_graph(body)
+    for op_type in ("ConcatOffset", "Slice", "FloorDiv", "LeakyReluGrad", "EluGrad", "Pad", "StridedSliceGrad"):
+        assert not any(may_raise(op) for op in _ops(graph, op_type)), op_type
+
+
+def test_slices_and_divisions_known_to_fail_may_raise():
+    graph = _graph_of(lambda x: tf.slice(x, [2, 0], [3, 4]), tf.TensorSpec([3, 4]))  # TF builds it; it raises
+    assert may_raise(_ops(graph, "Slice")[0])
+    graph = _graph_of(lambda x, b: tf.slice(x, b, [1, 1]), tf.TensorSpec([3, 4]), tf.TensorSpec([2], tf.int32))
+    assert may_raise(_ops(graph, "Slice")[0])  # a begin known only at run time
+    empty = tf.TensorSpec([0, 2])
+    graph = _graph_of(lambda y: tf.math.floordiv(tf.constant([7, 7]), tf.maximum(tf.shape(y), 0)), empty)
+    assert may_raise(_ops(graph, "FloorDiv")[0])  # divides by the empty dimension
+    graph = _graph_of(lambda y: tf.math.floordiv(tf.constant([7, 7]), tf.maximum(tf.shape(y), 1)), empty)
+    assert not may_raise(_ops(graph, "FloorDiv")[0])
+    graph = _graph_of(lambda x, k: tf.math.floordiv(x, k), tf.TensorSpec([2], tf.int32), tf.TensorSpec([], tf.int32))
+    assert may_raise(_ops(graph, "FloorDiv")[0])
+
+
+def test_static_values_of_shape_arithmetic():
+    graph = _graph_of(lambda a, b: tf.raw_ops.ConcatOffset(concat_dim=1, shape=[tf.shape(a), tf.shape(b)]),
+                      tf.TensorSpec([2, 3]), tf.TensorSpec([2, 5]))  # fmt: skip
+    offsets = _ops(graph, "ConcatOffset")[0].outputs
+    assert [static_value(t).tolist() for t in offsets] == [[0, 0], [0, 3]]
+    graph = _graph_of(lambda a: tf.shape(a) * 2, tf.TensorSpec([None, 3]))
+    assert static_value(_ops(graph, "Mul")[0].outputs[0]) is None  # a dimension known only at run time
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shape=st.lists(st.integers(0, 4), min_size=1, max_size=3),
+    data=st.data(),
+)
+def test_property_a_slice_counted_safe_never_raises(shape, data):
+    rank = len(shape)
+    begin = data.draw(st.lists(st.integers(-1, 5), min_size=rank, max_size=rank))
+    size = data.draw(st.lists(st.integers(-2, 5), min_size=rank, max_size=rank))
+    try:
+        graph = _graph_of(lambda x: tf.slice(x, begin, size), tf.TensorSpec(shape))
+    except (ValueError, tf.errors.InvalidArgumentError):
+        return  # refused while building: nothing runs
+    safe = not may_raise(_ops(graph, "Slice")[0])
+    try:
+        tf.slice(tf.zeros(shape), begin, size)
+        raised = False
+    except tf.errors.InvalidArgumentError:
+        raised = True
+    assert not (safe and raised), (shape, begin, size)
+    in_bounds = all(b >= 0 and (s == -1 or (s >= 0 and b + s <= d)) for b, s, d in zip(begin, size, shape))
+    assert safe == in_bounds, (shape, begin, size)
+
+
+class TwoNets:
+    """A GAN-shaped step: two small nets, concatenations, leaky ReLUs, paddings, means, two
+    plain SGD updates. Nothing in it may raise, so no update waits for another net's gradients."""
+
+    def __init__(self):
+        rng = np.random.default_rng(0)
+        self.g = tf.Variable(rng.normal(size=(3, 4)).astype(np.float32))
+        self.d = tf.Variable(rng.normal(size=(8, 1)).astype(np.float32))
+        self.steps = 0
+
+    def step(self, x):
+        with tf.GradientTape(persistent=True) as tape:
+            fake = tf.nn.leaky_relu(tf.matmul(x, self.g), 0.2)
+            pair = tf.concat([fake, tf.nn.relu(fake)], axis=1)
+            score = tf.matmul(tf.pad(pair, [[0, 1], [0, 0]]), self.d)
+            g_loss = tf.reduce_mean(tf.square(score - 1.0))
+            d_loss = tf.reduce_mean(tf.square(score))
+        g_grad, d_grad = tape.gradient(g_loss, self.g), tape.gradient(d_loss, self.d)
+        self.g.assign_sub(0.01 * g_grad)
+        self.d.assign_sub(0.01 * d_grad)
+        self.steps += 1
+        return g_loss, d_loss
+
+
+def test_a_gan_shaped_step_updates_without_waiting_and_agrees_with_eager():
+    def make():
+        nets = TwoNets()
+        return nets.step, lambda: (nets.g, nets.d, nets.steps)
+
+    calls = [(tf.constant(np.full((2, 3), 0.1 * n, np.float32)),) for n in range(8)]
+    jitted = run_differential(make, calls, min_graph_calls=4)
+    (runner,) = janus.driver.resolve(jitted).cache.entries
+    names = [op.name for op in runner.graph.concrete.graph.get_operations()]
+    assert not any("janus_program_order" in name for name in names), "an update waits for an op counted fallible"
+    assert runner.graph.snapshot == (), "variables saved before each call for an op counted fallible"
+
+
+@pytest.mark.parametrize("late", [False, True])
+def test_a_slice_out_of_range_after_an_update_leaves_eagers_state(late):
+    """The slice's begin is a Python int (a constant of each graph): out of range on one call."""
+
+    def make():
+        v = tf.Variable(0.0)
+
+        def step(x, i):
+            v.assign_add(1.0)
+            part = tf.slice(x, [i], [2])
+            if late:
+                v.assign_add(10.0)
+            return part * v
+
+        return step, lambda: v
+
+    x = tf.constant([1.0, 2.0, 3.0, 4.0])
+    calls = [(x, i) for i in (0, 1, 2, 0, 1, 2, 0, 1, 2, 3)]  # the last one raises, after the update
+    run_differential(make, calls, min_graph_calls=3)
+
+
+@pytest.mark.parametrize("op", ["power", "floordiv", "slice"])
+def test_a_python_int_fed_to_the_graph_is_not_known_while_generating(op):
+    """A Python int that changes between calls is fed to the graph through a captured constant
+    whose value while generating is a placeholder: an op taking it may raise (a negative integer
+    power, a division by zero, a slice out of range) after an update on a later call."""
+
+    def make():
+        v = tf.Variable(0)
+
+        def step(x, n):
+            v.assign_add(1)
+            if op == "power":
+                y = x**n
+            elif op == "floordiv":
+                y = tf.math.floordiv(x, n)
+            else:
+                y = tf.slice(x, [n], [1])
+            v.assign_add(10)
+            return y + v
+
+        return step, lambda: v
+
+    x = tf.constant([2, 3, 4, 5])
+    bad = {"power": -1, "floordiv": 0, "slice": 4}[op]
+    calls = [(x, n) for n in (1, 2, 3, 1, 2, 3, 2, 1, 3, bad)]
+    jitted = run_differential(make, calls, min_graph_calls=3)
+    assert janus.stats(jitted)["graphs_built"] >= 1
