@@ -38,6 +38,9 @@ REGISTER_OP("JanusAssert")
 Fails the run with "JANUS_ASSUMPTION_FAILED:<assumption_id>:" when condition is false.
 )doc");
 
+// janus_invoke.cc: the step's first error, which an invocation cancelled because of it reports.
+void RecordStepError(OpKernelContext* ctx, const tensorflow::Status& status);
+
 class JanusAssertOp : public OpKernel {
  public:
   explicit JanusAssertOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -51,9 +54,11 @@ class JanusAssertOp : public OpKernel {
                     "JanusAssert expects a scalar condition, got shape ",
                     condition.shape().DebugString()));
     if (!condition.scalar<bool>()()) {
-      ctx->SetStatus(tensorflow::errors::FailedPrecondition(
+      tensorflow::Status failed = tensorflow::errors::FailedPrecondition(
           "JANUS_ASSUMPTION_FAILED:", assumption_id_,
-          ": a speculative assumption did not hold"));
+          ": a speculative assumption did not hold");
+      RecordStepError(ctx, failed);  // before the executor cancels the step's other nodes
+      ctx->SetStatus(failed);
     }
   }
 

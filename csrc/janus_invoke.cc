@@ -26,6 +26,7 @@
 #include "tensorflow/core/framework/function.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/resource_mgr.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/variant.h"
@@ -99,15 +100,73 @@ tensorflow::Status SetOutputShapes(tensorflow::shape_inference::InferenceContext
   return tensorflow::OkStatus();
 }
 
-// A Cancelled/Aborted status of an invocation cancelled because another node of the step failed
-// (a sibling invocation's JanusAssert) is marked derived, as TF's executor marks its own nodes':
-// every executor above then reports the original error (eager's exception), never the cancellation.
+// The first error of a step that a janus op saw (a JanusAssert's failure, an invocation's callee
+// error), kept in the step's container: it lives as long as the step, shared by every function
+// the step runs (invocations pass the step container on).
+class StepError : public tensorflow::ResourceBase {
+ public:
+  std::string DebugString() const override { return "JanusStepError"; }
+  void Record(const tensorflow::Status& status) {
+    tensorflow::mutex_lock lock(mu_);
+    if (first_.ok()) first_ = status;
+  }
+  tensorflow::Status First() {
+    tensorflow::mutex_lock lock(mu_);
+    return first_;
+  }
+
+ private:
+  tensorflow::mutex mu_;
+  tensorflow::Status first_ TF_GUARDED_BY(mu_);
+};
+
+constexpr char kStepError[] = "janus_step_error";
+
+}  // namespace
+
+// Defined here, declared in janus_assert.cc: a failing JanusAssert records its status before its
+// executor cancels the step, so no invocation can see the cancellation first.
+void RecordStepError(OpKernelContext* ctx, const tensorflow::Status& status) {
+  tensorflow::ScopedStepContainer* step = ctx->step_container();
+  tensorflow::ResourceMgr* resources = ctx->resource_manager();
+  if (step == nullptr || resources == nullptr) return;
+  StepError* error = nullptr;
+  auto create = [](StepError** made) {
+    *made = new StepError;
+    return tensorflow::OkStatus();
+  };
+  if (!step->LookupOrCreate<StepError>(resources, kStepError, &error, create).ok()) return;
+  error->Record(status);
+  error->Unref();
+}
+
+namespace {
+
+tensorflow::Status FirstStepError(OpKernelContext* ctx) {
+  tensorflow::ScopedStepContainer* step = ctx->step_container();
+  tensorflow::ResourceMgr* resources = ctx->resource_manager();
+  StepError* error = nullptr;
+  if (step == nullptr || resources == nullptr || !step->Lookup<StepError>(resources, kStepError, &error).ok()) {
+    return tensorflow::OkStatus();
+  }
+  tensorflow::Status first = error->First();
+  error->Unref();
+  return first;
+}
+
+// An invocation cancelled because another node of the step failed (a sibling invocation's
+// JanusAssert) reports that node's error, recorded for the step, where there is one: otherwise the
+// executor above could take the cancellation, if it arrives first, as the step's error, and the
+// program would see CancelledError instead of eager's exception. Without a record the status is
+// marked derived, as TF's executor marks its own nodes'. Any other error is recorded.
 tensorflow::Status Derived(OpKernelContext* ctx, const tensorflow::Status& status) {
   tensorflow::CancellationManager* cm = ctx->cancellation_manager();
-  if (cm != nullptr && cm->IsCancelled() && (absl::IsCancelled(status) || absl::IsAborted(status)) &&
-      !tsl::StatusGroup::IsDerived(status)) {
-    return tsl::StatusGroup::MakeDerived(status);
+  if (cm != nullptr && cm->IsCancelled() && (absl::IsCancelled(status) || absl::IsAborted(status))) {
+    tensorflow::Status first = FirstStepError(ctx);
+    if (!first.ok()) return first;
+    return tsl::StatusGroup::IsDerived(status) ? status : tsl::StatusGroup::MakeDerived(status);
   }
+  if (!tsl::StatusGroup::IsDerived(status)) RecordStepError(ctx, status);
   return status;
 }
 

@@ -37,6 +37,9 @@ using tensorflow::TensorShape;
 using tensorflow::errors::FailedPrecondition;
 using tensorflow::errors::Internal;
 
+// janus_invoke.cc: the step's first error, which an invocation cancelled because of it reports.
+void RecordStepError(OpKernelContext* ctx, const tensorflow::Status& status);
+
 namespace {
 
 // Formats the pending Python exception. A JanusAssumption exception (the value had
@@ -250,6 +253,7 @@ class HeapGetOp : public OpKernel {
                                                              : CopyOut(ctx, 1, value, dtype_, shape_);
       Py_XDECREF(value);
     }
+    if (!status.ok()) RecordStepError(ctx, status);  // before the executor cancels the step's other nodes
     OP_REQUIRES_OK(ctx, status);
     PassToken(ctx);
   }
@@ -285,6 +289,7 @@ class HeapSetOp : public OpKernel {
       status = result == nullptr ? PythonError("janus heap write") : tensorflow::OkStatus();
       Py_XDECREF(result);
     }
+    if (!status.ok()) RecordStepError(ctx, status);  // before the executor cancels the step's other nodes
     OP_REQUIRES_OK(ctx, status);
     PassToken(ctx);
   }

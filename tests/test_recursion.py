@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from differential import run_differential
+from differential import assert_same_call, outcome, run_differential
 
 import janus
 from janus.graphgen import recursion_grad
@@ -369,3 +369,26 @@ def test_sparse_gradients_build_a_backward_without_zero_gradients_for_intermedia
     assert any(n.op == "JanusInvokeGrad" for n in nodes)
     zeros = [n.name for n in nodes if n.op == "ZerosLike" and n.attr["T"].type == tf.variant.as_datatype_enum]
     assert zeros == []
+
+
+def test_a_forest_with_one_node_of_another_type_reports_the_assumption_never_a_cancellation():
+    """Many invocations run in parallel; one fails a heap read's type check deep in one tree and
+    the step cancels the others. The failure, not a sibling's cancellation, must reach the runner
+    (csrc/janus_invoke.cc, StepError): before, about one call in six saw CancelledError or an
+    unrecognised error instead of the assumption failure."""
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        eager_fn, eager_state = tree_program(train=True)()
+        raw_fn, jit_state = tree_program(train=True)()
+        jitted = janus.jit(raw_fn)
+        for _ in range(4):
+            forest = [random_tree(rng, 16) for _ in range(8)]
+            assert_same_call(0, outcome(eager_fn, (forest,)), outcome(jitted, (forest,)), eager_state, jit_state)
+        forest = [random_tree(rng, 24) for _ in range(8)]
+        leaf = forest[int(rng.integers(8))]
+        while not leaf.is_leaf:
+            leaf = leaf.right if rng.random() < 0.5 else leaf.left
+        leaf.word = 3.0  # a float word: embedding_lookup fails in eager too
+        assert_same_call(1, outcome(eager_fn, (forest,)), outcome(jitted, (forest,)), eager_state, jit_state)
+        stats = janus.stats(jitted)
+        assert stats["graph_calls"] >= 1 and stats["assumption_failures"] == 1, (seed, janus.explain(jitted))
