@@ -96,7 +96,15 @@ def _paddings_non_negative(op: tf.Operation) -> bool:
     return paddings is not None and bool(np.all(paddings >= 0))
 
 
+def _rng_algorithm_on_cpu(op: tf.Operation) -> bool:
+    """A ``tf.random.Generator``'s read-and-skip raises only for an algorithm this device lacks
+    (ThreeFry off XLA, an unknown id); Philox (1) and auto-select (3) run everywhere."""
+    algorithm = static_value(op.inputs[1])
+    return algorithm is not None and int(algorithm) in (1, 3)
+
+
 _CHECKED_BOUNDS = {
+    "RngReadAndSkip": _rng_algorithm_on_cpu,
     "Slice": _slice_in_bounds,
     "StridedSlice": _strided_slice_known,
     "StridedSliceGrad": _strided_slice_known,
