@@ -141,6 +141,12 @@ COND = {
     "slice": (lambda x, i: tf.slice(x, [i], [1]) if tf.reduce_sum(x) > 0 else x[:1], [0, 1, 2, 3], 4),
     "power": (lambda x, n: x**n if tf.reduce_sum(x) > 0 else x, [1, 2, 3], -1),
     "floordiv": (lambda x, d: x // d if tf.reduce_sum(x) > 0 else x, [1, 2, 3], 0),
+    "tf.cond index": (lambda x, i: tf.cond(tf.reduce_sum(x) > 0, lambda: x[i], lambda: x[0]), [0, 1, 2, 3], 4),
+    "tf.cond slice": (
+        lambda x, i: tf.cond(tf.reduce_sum(x) > 0, lambda: tf.slice(x, [i], [1]), lambda: x[:1]),
+        [0, 1, 2, 3],
+        4,
+    ),
 }
 
 
@@ -148,7 +154,8 @@ COND = {
 def test_a_cond_branch_that_raises_holds_back_the_updates_that_wait_for_it(case):
     """TF lowers the If to Switch/Merge: what waits on it waited only for the branch's stateful
     ops and its outputs, so ``w += 2`` (and ``v += 1``, which waits on the branch's assertion)
-    ran in the graph although the branch raised, and the eager re-run applied them again."""
+    ran in the graph although the branch raised, and the eager re-run applied them again. The
+    same for the user's own tf.cond (its branches handed to janus, ``handed.py``)."""
     body, values, bad = COND[case]
     _differential(_between_updates(body), [(X, v) for v in _cycle(values)], [(X, bad)], [(X, values[0])])
 

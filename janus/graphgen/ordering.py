@@ -170,10 +170,18 @@ def branch_done(branch: tf.Graph) -> tf.Tensor:
     outputs, its stateful ops. Without both, a state update waiting on a branch whose
     ``tf.slice`` or JanusAssert failed ran anyway, and the eager re-run applied it again.
     Stateful ops are control outputs already (TF's automatic control dependencies)."""
-    fallible = [op for op in branch.get_operations() if may_raise(op)]
-    branch.control_outputs.extend(op for op in fallible if not op._is_stateful)
-    with tf.control_dependencies(fallible):
+    branch_outputs_fallible(branch)
+    with tf.control_dependencies([op for op in branch.get_operations() if may_raise(op)]):
         return tf.constant(True)
+
+
+def branch_outputs_fallible(branch: tf.Graph) -> None:
+    """Makes a tf.cond branch's stateless ops that may raise its control outputs (``branch_done``):
+    what waits on the lowered ``If`` then waits for them."""
+    known = set(branch.control_outputs)
+    branch.control_outputs.extend(
+        op for op in branch.get_operations() if op not in known and not op._is_stateful and may_raise(op)
+    )
 
 
 def written_before_last_fallible(
