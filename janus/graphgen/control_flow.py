@@ -33,7 +33,7 @@ from tensorflow.python.ops import tensor_array_ops
 from janus.graphgen import tensor_arrays
 from janus.graphgen.errors import GenerationError, NotConvertible
 from janus.graphgen.heap import PyObjectRef
-from janus.graphgen.ordering import is_state_write
+from janus.graphgen.ordering import branch_done, is_state_write
 from janus.graphgen.pynumber import PyNumber
 from janus.graphgen.values import is_plain, is_symbolic
 
@@ -274,7 +274,7 @@ def convert_cond(
                     templates.append(flatten(_promoted(values) if promote else values, tensors))
                 _restore_containers(saved, loc)
                 had_assertions.append(bool(asserts))
-            tensors.append(tf.constant(True))  # every cond has an output: a handle on the cond op
+            tensors.append(branch_done(tf.compat.v1.get_default_graph()))  # every cond has an output: a handle
             return tensors
 
         return run
@@ -331,7 +331,7 @@ def convert_select(
                 value = make(scope)
                 templates.append(flatten(_promoted(value) if promote else value, tensors))
                 had_assertions.append(bool(asserts))
-            tensors.append(tf.constant(True))
+            tensors.append(branch_done(tf.compat.v1.get_default_graph()))
             return tensors
 
         return run

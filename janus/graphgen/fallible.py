@@ -16,6 +16,8 @@ gather, a sparse op, a user's assert.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import tensorflow as tf
 
@@ -83,11 +85,40 @@ def _slice_in_bounds(op: tf.Operation) -> bool:
 
 
 def _strided_slice_known(op: tf.Operation) -> bool:
-    """A strided slice (or its gradient) whose begin, end and strides are known: TF's shape
-    function checks them against the fixed shape while the graph is built (an index out of
-    range, a zero stride), so what was built runs. ``StridedSliceGrad``'s shape comes first."""
-    known = op.inputs[:4] if op.type == "StridedSliceGrad" else op.inputs[1:4]
-    return all(static_value(t) is not None for t in known)
+    """A strided slice (or its gradient) whose begin, end and strides are known and in range.
+
+    TF's shape function checks them against the fixed shape, but only where TF's own constant
+    folding knows them while building, which ``static_value`` may outdo (a ``ShapeN``): the
+    check is run here on the known values, in a scratch graph. ``StridedSliceGrad``'s shape
+    comes first, and its gradient must have the slice's shape."""
+    grad = op.type == "StridedSliceGrad"
+    known = [static_value(t) for t in (op.inputs[:4] if grad else op.inputs[1:4])]
+    if any(value is None for value in known):
+        return False
+    shape = tuple(int(d) for d in known.pop(0)) if grad else tuple(op.inputs[0].shape.as_list())
+    masks = tuple(op.get_attr(name) for name in _STRIDED_SLICE_MASKS)
+    sliced = _strided_slice_shape(shape, *(tuple(int(v) for v in value.ravel()) for value in known), masks)
+    return sliced is not None and (not grad or sliced == tuple(op.inputs[4].shape.as_list()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _strided_slice_shape(shape: tuple, begin: tuple, end: tuple, strides: tuple, masks: tuple) -> tuple | None:
+    """The shape of such a strided slice of a tensor of ``shape``, None where it raises."""
+    with tf.Graph().as_default():
+        try:
+            sliced = tf.raw_ops.StridedSlice(
+                input=tf.compat.v1.placeholder(tf.float32, shape),
+                begin=tf.constant(begin, tf.int64, [len(begin)]),
+                end=tf.constant(end, tf.int64, [len(end)]),
+                strides=tf.constant(strides, tf.int64, [len(strides)]),
+                **dict(zip(_STRIDED_SLICE_MASKS, masks)),
+            )
+        except (ValueError, tf.errors.InvalidArgumentError):
+            return None  # out of range, or a zero stride: it raises at run time
+    return tuple(sliced.shape.as_list())
+
+
+_STRIDED_SLICE_MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
 
 
 def _paddings_non_negative(op: tf.Operation) -> bool:

@@ -35,9 +35,10 @@ from typing import TYPE_CHECKING
 import gast
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.ops.control_flow_util_v2 import CondBranchFuncGraph
 
 from janus.graphgen.errors import NotConvertible, RaisesHere
-from janus.graphgen.ordering import is_control_flow
+from janus.graphgen.ordering import branch_outputs_fallible, is_control_flow
 from janus.source import purity
 from janus.source.library import is_user_function
 
@@ -334,6 +335,9 @@ def _converted(
         finally:
             changed = _restore(saved)
         fn.asserted |= bool(asserts)
+    graph = tf.compat.v1.get_default_graph()
+    if isinstance(graph, CondBranchFuncGraph):  # a tf.cond branch: what waits on the cond waits for it
+        branch_outputs_fallible(graph)
     if changed:
         raise NotConvertible(f"{fn.__name__}, handed to {fn.api}(), changes a list or dict it can see", loc)
     return result

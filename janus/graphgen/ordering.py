@@ -160,6 +160,30 @@ def keep_fallible(graph: tf.Graph, outputs: list[tf.Tensor]) -> None:
     graph.control_outputs.extend(op for op in graph.get_operations() if op not in needed and may_raise(op))
 
 
+def branch_done(branch: tf.Graph) -> tf.Tensor:
+    """The last output of a tf.cond branch: a handle that is ready only once every op of the
+    branch that may raise has run. Those ops become the branch's control outputs too.
+
+    TF lowers an ``If`` to Switch/Merge before running it: an op waiting on one of its outputs
+    (``order_state_writes``) waits only for what that output depends on, and an op waiting on the
+    ``If`` itself (``order_writes_after_earlier_ops``'s barrier) only for the branch's control
+    outputs, its stateful ops. Without both, a state update waiting on a branch whose
+    ``tf.slice`` or JanusAssert failed ran anyway, and the eager re-run applied it again.
+    Stateful ops are control outputs already (TF's automatic control dependencies)."""
+    branch_outputs_fallible(branch)
+    with tf.control_dependencies([op for op in branch.get_operations() if may_raise(op)]):
+        return tf.constant(True)
+
+
+def branch_outputs_fallible(branch: tf.Graph) -> None:
+    """Makes a tf.cond branch's stateless ops that may raise its control outputs (``branch_done``):
+    what waits on the lowered ``If`` then waits for them."""
+    known = set(branch.control_outputs)
+    branch.control_outputs.extend(
+        op for op in branch.get_operations() if op not in known and not op._is_stateful and may_raise(op)
+    )
+
+
 def written_before_last_fallible(
     graph: tf.Graph, first_write: int | None, ordered: list[tf.Operation] = ()
 ) -> tuple[list[tf.Tensor], set[str]]:
