@@ -659,13 +659,15 @@ def _progress(name: str, every: float = 5.0):
 
 
 _OVER_BUDGET = "another graph would not pay back its build time (config.build_budget)"
-_FAILED_NODE = re.compile(r"\{\{node ([^}]+)\}\}")
+# The node that raised, ``{{node X}}``; where it ran in a function a JanusInvoke called, the
+# graph's own node on its way out is named ``[[X]]`` only.
+_FAILED_NODE = re.compile(r"\{\{node ([^}]+)\}\}|\[\[([^\[\]{}]+)\]\]")
 
 
 def _failed_before_writes(err: tf.errors.OpError, before_writes: frozenset[str]) -> bool:
     """Whether the op that raised comes before every TF state update of the graph: then no update
     has run (each waits for every earlier op), and the call can be re-run eagerly."""
-    for name in _FAILED_NODE.findall(str(err)):
+    for name in (a or b for a, b in _FAILED_NODE.findall(str(err))):
         parts = name.split("/")  # a node in a loop body or branch: "while/Op" is inside the op "while"
         if any("/".join(parts[:n]) in before_writes for n in range(1, len(parts) + 1)):
             return True

@@ -304,15 +304,12 @@ def test_errors_in_subtrees_of_a_forest_leave_eagers_exception_and_state(words):
         assert stats["graph_calls"] - before >= 3 and stats["fallbacks"] + stats["assumption_failures"] >= 1, stats
 
 
-@pytest.mark.xfail(
-    strict=True, reason="driver._failed_before_writes reads only {{node}} names: a callee's, not the graph's"
-)
 def test_a_gather_error_in_a_subtree_after_a_rebuild_keeps_graphs_serving():
     """A word out of range, a float word (an assumption: the graph is rebuilt), a word out of
     range again: the last error's message names the callee's ``cond/embedding_lookup`` in
-    ``{{node}}`` and the graph's own ``JanusInvoke_3`` only as ``[[JanusInvoke_3]]``, so it is
-    taken as raised after a state update and the function runs imperatively from then on. (The
-    first error passes only because the callee's ``cond`` prefix matches an op of the graph.)"""
+    ``{{node}}`` and the graph's own ``JanusInvoke_3`` only as ``[[JanusInvoke_3]]``. It was taken
+    as raised after a state update and the function ran imperatively from then on (the first
+    error passed only because the callee's ``cond`` prefix matched an op of the graph)."""
     rng = np.random.default_rng(0)
     eager_fn, eager_state = tree_program(train=True)()
     raw_fn, jit_state = tree_program(train=True)()
