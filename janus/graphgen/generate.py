@@ -33,6 +33,7 @@ from janus.assumptions.specs import (
 )
 from janus.graphgen import datasets, later, row_saves
 from janus.graphgen.batch_lists import BatchList
+from janus.graphgen.captures import eager_tensors_as_placeholders
 from janus.graphgen.context import GenerationContext, LateRead
 from janus.graphgen.control_flow import TensorList
 from janus.graphgen.errors import GenerationError, NotConvertible
@@ -185,7 +186,8 @@ def generate(
 
     driver.__name__ = f"{func.__name__}_janus"
     try:
-        concrete = tf.function(driver, input_signature=signature, autograph=False).get_concrete_function()
+        with eager_tensors_as_placeholders():
+            concrete = tf.function(driver, input_signature=signature, autograph=False).get_concrete_function()
     except (NotConvertible, GenerationError) as err:
         err.runtime_flags = tuple(ctx.runtime_flags)  # the driver retries with them as constants
         raise

@@ -1292,6 +1292,8 @@ class Interpreter:
         _no_run_time_switches(kwargs.values(), loc)  # keepdims=, training=: Python bools to TF
         args = [self._library_value(v, loc) for v in args]
         kwargs = {k: self._library_value(v, loc) for k, v in kwargs.items()}
+        if callee in (tf.pad, tf.compat.v1.pad):  # it reads a non-tensor's paddings in Python, row by row
+            args, kwargs = [_array_tensor(v) for v in args], {k: _array_tensor(v) for k, v in kwargs.items()}
         for value in (*args, *kwargs.values()):
             self.ctx.check_library_argument(value, loc)
         label = getattr(callee, "__qualname__", None) or type(callee).__qualname__
@@ -1866,3 +1868,13 @@ def is_convertible_entry(func: object) -> str | None:
     if is_library_code(target.__code__):
         return "library code is never converted"
     return None
+
+
+def _array_tensor(value: object) -> object:
+    """A NumPy array fed by value, as the tensor TF's conversion makes of it without a dtype hint
+    (in lists too)."""
+    if isinstance(value, NumpyArray):
+        return tf.convert_to_tensor(value)
+    if type(value) in (list, tuple):
+        return type(value)(_array_tensor(v) for v in value)
+    return value
