@@ -212,3 +212,33 @@ def test_a_generators_draws_after_an_update_need_no_snapshot():
     jitted = run_differential(make, calls, min_graph_calls=4)
     (runner,) = janus.driver.resolve(jitted).cache.entries
     assert runner.graph.snapshot == (), "variables saved before each call for a generator's draw"
+
+
+@pytest.mark.parametrize("op", ["sum", "argmax", "reshape", "transpose"])
+def test_a_parameter_fed_from_a_python_int_is_not_trusted(op):
+    """The axis, shape or permutation comes from a Python int that varies (so it is fed, not a
+    constant): on the last call it is invalid, after an update. The graph's fixed output shape
+    does not show it."""
+
+    def make():
+        v = tf.Variable(0.0)
+
+        def step(x, n):
+            v.assign_add(1.0)
+            k = n // 100  # 0 on every call but the last
+            if op == "sum":
+                y = tf.reduce_sum(x[0], axis=k)  # a vector: a scalar whatever the axis
+            elif op == "argmax":
+                y = tf.cast(tf.argmax(x[0], axis=k), tf.float32)
+            elif op == "reshape":
+                y = tf.reshape(x, [k + 2, 2])
+            else:
+                y = tf.transpose(x, [k, 1 - k])
+            v.assign_add(10.0)
+            return tf.reduce_sum(y) + v
+
+        return step, lambda: v
+
+    x = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+    calls = [(x, n) for n in (1, 7, 3, 12, 5, 9, 2, 8, 4, 150)]
+    run_differential(make, calls, min_graph_calls=3)

@@ -71,7 +71,39 @@ def may_raise(op: tf.Operation) -> bool:
         return op.get_attr("output_stream") not in _CONSOLE_STREAMS
     if op.type not in _CANNOT_RAISE:
         return True
-    return not _shapes_fixed(op)
+    return not (_shapes_fixed(op) and _parameters_valid(op))
+
+
+def _parameters_valid(op: tf.Operation) -> bool:
+    """An axis, a permutation, multiples or a shape an op takes as an input is known while
+    generating and valid for the fixed shapes: fed from a Python number, it is not known, and a
+    fixed output shape does not show it (the sum of a vector over an axis known only at run time
+    is a scalar whatever the axis; a reshape's ``[n, 2]`` of 4 elements is inferred ``[2, 2]``)."""
+    check = _PARAMETERS.get(op.type)
+    if check is None:
+        return True
+    index, valid = check
+    value = static_value(op.inputs[index])
+    if value is None:
+        return False
+    rank = op.inputs[0 if index != 0 else 1].shape.rank
+    return bool(valid(np.asarray(value).ravel(), rank))
+
+
+def _axes(values: np.ndarray, rank: int) -> bool:
+    return bool(np.all((values >= -rank) & (values < max(rank, 1))))
+
+
+_PARAMETERS = {  # op type: (input index of the parameter, whether its value is valid for the rank)
+    **{reduction: (1, _axes) for reduction in ("Sum", "Mean", "Max", "Min", "Prod", "Any", "All", "ArgMax", "ArgMin")},
+    "ConcatV2": (-1, _axes),
+    "ExpandDims": (1, lambda values, rank: bool(np.all((values >= -rank - 1) & (values <= rank)))),
+    "Transpose": (1, lambda values, rank: sorted(values.tolist()) == list(range(rank))),
+    "Tile": (1, lambda values, rank: bool(np.all(values >= 0))),
+    "Reshape": (1, lambda values, rank: True),
+    "Fill": (0, lambda values, rank: bool(np.all(values >= 0))),
+    "BroadcastTo": (1, lambda values, rank: True),
+}
 
 
 def _slice_in_bounds(op: tf.Operation) -> bool:
