@@ -9,6 +9,10 @@ held on the heap (``self.scale``), a heap store's handle. Built on their trace-t
 ``tf.zeros([n, 2]).shape[0]`` read 0 while generating, baked into the graph for every ``n``, and
 ``tf.reshape(x, [n, -1])`` failed to build. So while janus builds a graph, every eager tensor is
 captured as a placeholder: its shape and dtype are known, its value is not.
+
+TF reads its threshold from a module global; janus puts there a number that reads as -1 only in
+a thread generating a janus graph, so a ``tf.function`` another thread traces meanwhile keeps
+TF's constants (and the static shapes computed from them).
 """
 
 from __future__ import annotations
@@ -19,28 +23,35 @@ from collections.abc import Iterator
 
 from tensorflow.core.function.capture import capture_container
 
-_lock = threading.RLock()
-_depth = 0
-_saved_threshold = capture_container._EAGER_CONST_THRESHOLD  # noqa: SLF001 - TF has no option for it
+_lock = threading.Lock()
+_depth = 0  # generations open, in every thread
+_generating = threading.local()  # .depth: generations open in this thread
+
+
+class _Threshold(int):
+    """TF's threshold, compared as ``size <= threshold``: -1 in a thread generating a janus graph.
+
+    An ``int`` subclass, so Python asks its reflected ``__ge__`` first."""
+
+    def __ge__(self, size: object) -> bool:
+        return size <= (-1 if getattr(_generating, "depth", 0) else int(self))
 
 
 @contextlib.contextmanager
 def eager_tensors_as_placeholders() -> Iterator[None]:
-    """While it is open, TF captures every eager tensor into a function graph as a placeholder.
-
-    TF reads the threshold from a module global: the change is process-wide while any graph
-    generation runs, so a ``tf.function`` traced meanwhile in another thread also takes its small
-    eager tensors as inputs, which computes the same values."""
-    global _depth, _saved_threshold
+    """While it is open, TF captures every eager tensor into a function graph that this thread
+    traces as a placeholder; other threads' ``tf.function`` traces are unchanged."""
+    global _depth
     with _lock:
         if _depth == 0:
-            _saved_threshold = capture_container._EAGER_CONST_THRESHOLD  # noqa: SLF001
-            capture_container._EAGER_CONST_THRESHOLD = -1  # noqa: SLF001
+            capture_container._EAGER_CONST_THRESHOLD = _Threshold(capture_container._EAGER_CONST_THRESHOLD)  # noqa: SLF001 - TF has no option for it
         _depth += 1
+    _generating.depth = getattr(_generating, "depth", 0) + 1
     try:
         yield
     finally:
+        _generating.depth -= 1
         with _lock:
             _depth -= 1
             if _depth == 0:
-                capture_container._EAGER_CONST_THRESHOLD = _saved_threshold  # noqa: SLF001
+                capture_container._EAGER_CONST_THRESHOLD = int(capture_container._EAGER_CONST_THRESHOLD)  # noqa: SLF001

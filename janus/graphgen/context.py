@@ -237,6 +237,14 @@ class GenerationContext:
         self.guard(GuardKind.NDARRAY_MATCH, source, (value.dtype, value.shape), f"{source.describe()}@{loc}", loc)
         return NumpyArray(source, value, self.array_input, self._array_read)
 
+    def library_tensor(self, value: EagerTensor) -> tf.Tensor:
+        """A tensor read from the heap, as a library call gets it: the placeholder janus feeds it by,
+        never its value now (``tf.zeros([t])`` reads a list's eager tensors in Python). An integer
+        one may be a shape: behind an ``Identity``, since TF's shape helpers (``tf.reshape``,
+        ``tf.fill``, ``tf.random``) look through a captured placeholder to its trace-time value."""
+        captured = tf.compat.v1.get_default_graph().capture(value)
+        return tf.identity(captured) if value.dtype.is_integer else captured
+
     def _array_read(self, sample: np.ndarray) -> None:
         """The graph reads an array's contents: after a statement run later (``janus.graphgen.later``),
         which may have written into it in eager, that read is noted (the build then refuses)."""

@@ -1294,6 +1294,8 @@ class Interpreter:
         kwargs = {k: self._library_value(v, loc) for k, v in kwargs.items()}
         if callee in (tf.pad, tf.compat.v1.pad):  # it reads a non-tensor's paddings in Python, row by row
             args, kwargs = [_array_tensor(v) for v in args], {k: _array_tensor(v) for k, v in kwargs.items()}
+        if callee is tf.get_static_value and any(map(is_symbolic, (*args, *kwargs.values()))):
+            raise NotConvertible("tf.get_static_value() needs a concrete value", loc, kind="tensor value")
         for value in (*args, *kwargs.values()):
             self.ctx.check_library_argument(value, loc)
         label = getattr(callee, "__qualname__", None) or type(callee).__qualname__
@@ -1350,7 +1352,8 @@ class Interpreter:
         return value.materialize() if isinstance(value, HeapList) else value
 
     def _library_value(self, value: object, loc: str) -> object:
-        """A Python number unknown while generating, as eager's convert_to_tensor would make it."""
+        """A Python number unknown while generating, as eager's convert_to_tensor would make it; a
+        tensor janus feeds, as the graph's placeholder for it."""
         if isinstance(value, HeapList):
             value = value.materialize()
         if isinstance(value, PyNumber) and value.type is bool and self.ctx.runtime_flags:
@@ -1363,6 +1366,8 @@ class Interpreter:
             )
         if type(value) in (list, tuple):
             return type(value)(self._library_value(v, loc) for v in value)
+        if isinstance(value, EagerTensor) and id(value) in self.ctx.heap_tensors:
+            return self.ctx.library_tensor(value)
         return value
 
     def _tensor_list_call(self, callee: object, args: list, kwargs: dict, loc: str) -> tf.Tensor:
