@@ -1,10 +1,11 @@
 """Values of graph tensors known while generating: small shape vectors, constants, divisors.
 
 TF's own ``tf.get_static_value`` folds constants and fixed shapes, but it also folds the small
-eager tensors a function captures: TF builds them as ``Const`` ops holding the capture-time value
-and turns them into inputs only in the FunctionDef. janus feeds Python numbers and arrays through
-such captures (``GenerationContext.number_input``), so their ``Const`` holds a placeholder value,
-not the call's: a value that depends on one is unknown here.
+eager tensors a function captures where TF builds them as ``Const`` ops holding the capture-time
+value (turned into inputs only in the FunctionDef). janus feeds Python numbers and arrays
+through captures (``GenerationContext.number_input``), whose capture-time value is a stand-in.
+janus's own builds capture them as placeholders (``captures.py``); a ``Const`` capture in a graph
+traced otherwise is still treated as unknown here.
 
 Beyond TF's folding, the shape arithmetic of gradients (``ShapeN``, ``ConcatOffset``,
 ``Maximum``, ``FloorDiv``, ``Slice`` ...) is evaluated, by TF on the known values.
