@@ -242,3 +242,89 @@ def test_a_parameter_fed_from_a_python_int_is_not_trusted(op):
     x = tf.constant([[1.0, 2.0], [3.0, 4.0]])
     calls = [(x, n) for n in (1, 7, 3, 12, 5, 9, 2, 8, 4, 150)]
     run_differential(make, calls, min_graph_calls=3)
+
+
+def test_static_values_of_a_wrappers_shape_vectors():
+    """TF's Python wrappers build shape vectors from fixed shapes with ops TF's own folding skips:
+    ``tf.nn.sampled_softmax_loss``'s ``[-1, shape[1]]`` (a strided slice and a concatenation),
+    ``tf.ones([n, 1])`` (a pack of a slice)."""
+    graph = _graph_of(lambda x: tf.reshape(x, tf.concat([[-1], tf.shape(x)[1:2]], 0)), tf.TensorSpec([6, 4]))
+    (reshape,) = _ops(graph, "Reshape")
+    assert static_value(reshape.inputs[1]).tolist() == [-1, 4]
+    assert not may_raise(reshape)
+    graph = _graph_of(lambda x: tf.ones(tf.stack([tf.shape(x)[0] - 1, 1])), tf.TensorSpec([3, 2]))
+    assert static_value(_ops(graph, "Pack")[0].outputs[0]).tolist() == [2, 1]
+    graph = _graph_of(lambda x: tf.cast(tf.expand_dims(tf.size(x), 0), tf.int64), tf.TensorSpec([3, 2]))
+    assert static_value(_ops(graph, "Cast")[0].outputs[0]).tolist() == [6]
+
+
+def test_elementwise_ops_of_one_input_cannot_raise_whatever_the_shape():
+    graph = _graph_of(lambda x: tf.identity(tf.cast(tf.exp(-x), tf.int32)), tf.TensorSpec([None, 3]))
+    for op_type in ("Identity", "Cast", "Exp", "Neg"):
+        assert not may_raise(_ops(graph, op_type)[0]), op_type
+    graph = _graph_of(lambda x, y: x + y, tf.TensorSpec([None, 3]), tf.TensorSpec([None, 3]))
+    assert may_raise(_ops(graph, "AddV2")[0])  # two dimensions known only at run time may differ
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    known=st.lists(st.one_of(st.none(), st.integers(0, 4)), min_size=1, max_size=3),
+    target=st.lists(st.integers(-1, 4), min_size=1, max_size=3),
+    data=st.data(),
+)
+def test_property_a_reshape_of_a_partly_known_shape_counted_safe_never_raises(known, target, data):
+    try:
+        graph = _graph_of(lambda x: tf.reshape(x, target), tf.TensorSpec(known))
+    except (ValueError, tf.errors.InvalidArgumentError):
+        return  # refused while building: nothing runs
+    safe = not may_raise(_ops(graph, "Reshape")[0])
+    for _ in range(4):
+        actual = [d if d is not None else data.draw(st.integers(0, 5)) for d in known]
+        try:
+            tf.reshape(tf.zeros(actual), target)
+        except tf.errors.InvalidArgumentError:
+            assert not safe, (known, target, actual)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    first=st.lists(st.one_of(st.none(), st.integers(1, 3)), min_size=1, max_size=3),
+    second=st.lists(st.one_of(st.none(), st.integers(1, 3)), min_size=1, max_size=3),
+    axis=st.integers(-3, 2),
+    data=st.data(),
+)
+def test_property_a_concatenation_counted_safe_never_raises(first, second, axis, data):
+    try:
+        graph = _graph_of(lambda a, b: tf.concat([a, b], axis), tf.TensorSpec(first), tf.TensorSpec(second))
+    except (ValueError, tf.errors.InvalidArgumentError):
+        return
+    safe = not may_raise(_ops(graph, "ConcatV2")[0])
+    for _ in range(4):
+        shapes = [[d if d is not None else data.draw(st.integers(1, 3)) for d in s] for s in (first, second)]
+        try:
+            tf.concat([tf.zeros(shapes[0]), tf.zeros(shapes[1])], axis)
+        except tf.errors.InvalidArgumentError:
+            assert not safe, (first, second, axis, shapes)
+
+
+@pytest.mark.parametrize("columns", [1, 3])
+def test_a_reshape_of_a_batch_known_only_at_run_time_between_updates(columns):
+    """The batch size varies, so janus relaxes it: ``[-1, 1]`` fits every size and the second
+    update need not wait for it (nothing saved); ``[-1, 3]`` does not fit a batch of 5 pairs,
+    which raises after the first update on the last call, as in eager."""
+
+    def make():
+        v = tf.Variable(0.0)
+
+        def step(x):
+            v.assign_add(1.0)
+            y = tf.reshape(x, [-1, columns])
+            v.assign_add(tf.reduce_sum(y))
+            return y
+
+        return step, lambda: v
+
+    calls = [(tf.ones([n, 2]),) for n in (3, 6, 9, 3, 6, 9, 3)] + [(tf.ones([5, 2]),)]
+    jitted = run_differential(make, calls, min_graph_calls=3)
+    runner = janus.driver.resolve(jitted).cache.entries[-1]
+    assert (runner.graph.snapshot == ()) == (columns == 1)

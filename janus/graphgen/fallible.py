@@ -21,30 +21,37 @@ import functools
 import numpy as np
 import tensorflow as tf
 
-from janus.graphgen.static_values import SHAPE_ARITHMETIC, static_value
+from janus.graphgen.static_values import SHAPE_ARITHMETIC, STRIDED_SLICE_MASKS, static_value
 
 # Ops that cannot raise at run time once their shapes are fixed (elementwise float math, reads,
 # plain assignments, optimizer updates, gradients of such ops, stateless RNG). With a dimension
 # known only at run time (a relaxed shape) any of them may raise (incompatible shapes).
 _CANNOT_RAISE = frozenset(
     {
-        "Placeholder", "Const", "Identity", "IdentityN", "NoOp", "ReadVariableOp", "StopGradient", "Cast",
-        "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp", "Shape", "ShapeN", "Size", "Rank",
-        "Fill", "ZerosLike", "OnesLike", "Add", "AddV2", "AddN", "Sub", "Mul", "Neg", "Square",
-        "SquaredDifference", "Sqrt", "Rsqrt", "Reciprocal", "RealDiv", "DivNoNan", "Maximum", "Minimum", "Pow",
-        "Exp", "Log", "Log1p", "Abs", "Sign", "Tanh", "Sigmoid", "Relu", "Relu6", "Elu", "Selu", "Softplus",
-        "Softsign", "LeakyRelu", "Softmax", "LogSoftmax", "Sum", "Mean", "Max", "Min", "Prod", "Any", "All",
-        "MatMul", "BatchMatMulV2", "BiasAdd", "BiasAddGrad", "Select", "SelectV2", "Greater", "GreaterEqual",
-        "Less", "LessEqual", "Equal", "NotEqual", "LogicalAnd", "LogicalOr", "LogicalNot", "IsNan", "IsInf",
-        "IsFinite", "Floor", "Ceil", "Round", "ClipByValue", "L2Loss", "Transpose", "ExpandDims", "Squeeze",
-        "Pack", "Unpack", "ConcatV2", "Tile", "BroadcastTo", "Reshape", "ArgMax", "ArgMin", "Bitcast",
-        "BitwiseAnd", "BitwiseOr", "ReluGrad", "Relu6Grad", "LeakyReluGrad", "EluGrad", "SeluGrad",
-        "SoftplusGrad", "SoftsignGrad", "TanhGrad", "SigmoidGrad", "RsqrtGrad", "SqrtGrad", "ReciprocalGrad",
-        "Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput", "MaxPool", "MaxPoolGrad", "AvgPool",
-        "AvgPoolGrad", "FusedBatchNormV3", "FusedBatchNormGradV3", "StatelessRandomGetKeyCounter",
-        "StatelessRandomUniformV2", "StatelessRandomNormalV2", "ResourceApplyGradientDescent",
-        "ResourceApplyKerasMomentum", "ResourceApplyMomentum", "ResourceApplyAdam", "ResourceApplyAdagradV2",
-        "ResourceApplyRMSProp", "ResourceApplyAdaMax",
+        "NoOp", "ReadVariableOp", "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp", "ShapeN", "Fill",
+        "Add", "AddV2", "AddN", "Sub", "Mul", "SquaredDifference", "RealDiv", "DivNoNan", "Maximum", "Minimum", "Pow",
+        "Softmax", "LogSoftmax", "Sum", "Mean", "Max", "Min", "Prod", "Any", "All", "MatMul", "BatchMatMulV2",
+        "BiasAdd", "BiasAddGrad", "Select", "SelectV2", "Greater", "GreaterEqual", "Less", "LessEqual", "Equal",
+        "NotEqual", "LogicalAnd", "LogicalOr", "ClipByValue", "L2Loss", "Transpose", "ExpandDims", "Squeeze", "Pack",
+        "Unpack", "ConcatV2", "Tile", "BroadcastTo", "Reshape", "ArgMax", "ArgMin", "Bitcast", "BitwiseAnd",
+        "BitwiseOr", "ReluGrad", "Relu6Grad", "LeakyReluGrad", "EluGrad", "SeluGrad", "SoftplusGrad", "SoftsignGrad",
+        "TanhGrad", "SigmoidGrad", "RsqrtGrad", "SqrtGrad", "ReciprocalGrad", "Conv2D", "Conv2DBackpropFilter",
+        "Conv2DBackpropInput", "MaxPool", "MaxPoolGrad", "AvgPool", "AvgPoolGrad", "FusedBatchNormV3",
+        "FusedBatchNormGradV3", "StatelessRandomGetKeyCounter", "StatelessRandomUniformV2", "StatelessRandomNormalV2",
+        "ResourceApplyGradientDescent", "ResourceApplyKerasMomentum", "ResourceApplyMomentum", "ResourceApplyAdam",
+        "ResourceApplyAdagradV2", "ResourceApplyRMSProp", "ResourceApplyAdaMax", "SoftmaxCrossEntropyWithLogits",
+    }
+)  # fmt: skip
+
+
+# Ops that cannot raise whatever their shapes: no input, or one computed element by element (or
+# read for its shape), so no two shapes can disagree.
+_CANNOT_RAISE_ANY_SHAPE = frozenset(
+    {
+        "Placeholder", "Const", "Identity", "IdentityN", "StopGradient", "Cast", "Shape", "Size", "Rank",
+        "ZerosLike", "OnesLike", "Neg", "Square", "Sqrt", "Rsqrt", "Reciprocal", "Exp", "Log", "Log1p", "Abs",
+        "Sign", "Tanh", "Sigmoid", "Relu", "Relu6", "Elu", "Selu", "Softplus", "Softsign", "LeakyRelu", "Floor",
+        "Ceil", "Round", "IsNan", "IsInf", "IsFinite", "LogicalNot",
     }
 )  # fmt: skip
 
@@ -69,6 +76,12 @@ def may_raise(op: tf.Operation) -> bool:
         return not (_shapes_fixed(op) and _CHECKED_BOUNDS[op.type](op))
     if op.type == "PrintV2":
         return op.get_attr("output_stream") not in _CONSOLE_STREAMS
+    if op.type in _CANNOT_RAISE_ANY_SHAPE:
+        return False
+    if op.type in _SHAPE_CHECKED:
+        return not _SHAPE_CHECKED[op.type](op)
+    if op.type in _RANK_ONLY and op.inputs[0].shape.rank is not None:
+        return not _parameters_valid(op)
     if op.type not in _CANNOT_RAISE:
         return True
     return not (_shapes_fixed(op) and _parameters_valid(op))
@@ -106,6 +119,56 @@ _PARAMETERS = {  # op type: (input index of the parameter, whether its value is 
 }
 
 
+def _reshape_fits(op: tf.Operation) -> bool:
+    """A reshape raises where the element count does not fit its shape. Where a dimension is known
+    only at run time, it cannot raise if the shape is known, holds one ``-1``, and the product of
+    its other entries (positive) divides the product of the input's known dimensions."""
+    if _shapes_fixed(op):
+        return _parameters_valid(op)
+    shape = static_value(op.inputs[1])
+    if shape is None:
+        return False
+    shape = np.asarray(shape).ravel()
+    rest = shape[shape != -1]
+    if np.count_nonzero(shape == -1) != 1 or np.any(rest < 0) or np.prod(rest) <= 0:
+        return False
+    dims = op.inputs[0].shape
+    if dims.rank is None:
+        return False
+    known = [d for d in dims.as_list() if d is not None]
+    return int(np.prod(known, dtype=np.int64)) % int(np.prod(rest)) == 0
+
+
+def _concat_fits(op: tf.Operation) -> bool:
+    """A concatenation raises where its inputs' ranks or dimensions off its axis differ. Where the
+    axis dimension is known only at run time, it cannot raise if every other is known and agrees."""
+    if _shapes_fixed(op):
+        return _parameters_valid(op)
+    axis = static_value(op.inputs[-1])
+    shapes = [t.shape for t in op.inputs[:-1]]
+    if axis is None or any(s.rank is None for s in shapes) or len({s.rank for s in shapes}) != 1:
+        return False
+    rank = shapes[0].rank
+    if not -rank <= int(axis) < rank:
+        return False
+    others = [[d for i, d in enumerate(s.as_list()) if i != int(axis) % rank] for s in shapes]
+    return all(None not in dims and dims == others[0] for dims in others)
+
+
+# Ops of one data input whose axis, permutation or multiples are checked against its rank only:
+# with the rank known, dimensions known only at run time cannot make them raise (an arg-max can:
+# over an empty dimension).
+_RANK_ONLY = frozenset({"Sum", "Mean", "Max", "Min", "Prod", "Any", "All", "Transpose", "ExpandDims", "Tile"})
+
+
+def _inputs_fixed(op: tf.Operation) -> bool:
+    """Ops whose outputs' sizes depend on their inputs' values: fixed input shapes suffice."""
+    return all(t.shape.is_fully_defined() for t in op.inputs)
+
+
+_SHAPE_CHECKED = {"Reshape": _reshape_fits, "ConcatV2": _concat_fits, "ComputeAccidentalHits": _inputs_fixed}
+
+
 def _slice_in_bounds(op: tf.Operation) -> bool:
     """``tf.slice(x, begin, size)`` raises where ``0 <= begin`` and ``begin + size <= dim`` fail."""
     begin, size = static_value(op.inputs[1]), static_value(op.inputs[2])
@@ -128,7 +191,7 @@ def _strided_slice_known(op: tf.Operation) -> bool:
     if any(value is None for value in known):
         return False
     shape = tuple(int(d) for d in known.pop(0)) if grad else tuple(op.inputs[0].shape.as_list())
-    masks = tuple(op.get_attr(name) for name in _STRIDED_SLICE_MASKS)
+    masks = tuple(op.get_attr(name) for name in STRIDED_SLICE_MASKS)
     sliced = _strided_slice_shape(shape, *(tuple(int(v) for v in value.ravel()) for value in known), masks)
     return sliced is not None and (not grad or sliced == tuple(op.inputs[4].shape.as_list()))
 
@@ -143,14 +206,11 @@ def _strided_slice_shape(shape: tuple, begin: tuple, end: tuple, strides: tuple,
                 begin=tf.constant(begin, tf.int64, [len(begin)]),
                 end=tf.constant(end, tf.int64, [len(end)]),
                 strides=tf.constant(strides, tf.int64, [len(strides)]),
-                **dict(zip(_STRIDED_SLICE_MASKS, masks)),
+                **dict(zip(STRIDED_SLICE_MASKS, masks)),
             )
         except (ValueError, tf.errors.InvalidArgumentError):
             return None  # out of range, or a zero stride: it raises at run time
     return tuple(sliced.shape.as_list())
-
-
-_STRIDED_SLICE_MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
 
 
 def _paddings_non_negative(op: tf.Operation) -> bool:

@@ -16,20 +16,32 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-# Evaluated where their inputs are known: what gradients compute from fixed shapes (a reduction's
-# tiling, a concatenation's offsets, a padding's begin).
+# Evaluated where their inputs are known: what gradients and TF's Python wrappers compute from
+# fixed shapes (a reduction's tiling, a concatenation's offsets, a padding's begin, a reshape's
+# ``[-1, shape[1]]``). Each takes the op (for its attributes) and its inputs' known values.
 SHAPE_ARITHMETIC = {
-    "Maximum": lambda x, y: tf.raw_ops.Maximum(x=x, y=y),
-    "Minimum": lambda x, y: tf.raw_ops.Minimum(x=x, y=y),
-    "AddV2": lambda x, y: tf.raw_ops.AddV2(x=x, y=y),
-    "Sub": lambda x, y: tf.raw_ops.Sub(x=x, y=y),
-    "Mul": lambda x, y: tf.raw_ops.Mul(x=x, y=y),
-    "FloorDiv": lambda x, y: tf.raw_ops.FloorDiv(x=x, y=y),
-    "FloorMod": lambda x, y: tf.raw_ops.FloorMod(x=x, y=y),
-    "Reshape": lambda tensor, shape: tf.raw_ops.Reshape(tensor=tensor, shape=shape),
-    "Slice": lambda x, begin, size: tf.raw_ops.Slice(input=x, begin=begin, size=size),
-    "ConcatOffset": lambda concat_dim, *shapes: tf.raw_ops.ConcatOffset(concat_dim=concat_dim, shape=list(shapes)),
+    "Maximum": lambda op, x, y: tf.raw_ops.Maximum(x=x, y=y),
+    "Minimum": lambda op, x, y: tf.raw_ops.Minimum(x=x, y=y),
+    "AddV2": lambda op, x, y: tf.raw_ops.AddV2(x=x, y=y),
+    "Sub": lambda op, x, y: tf.raw_ops.Sub(x=x, y=y),
+    "Mul": lambda op, x, y: tf.raw_ops.Mul(x=x, y=y),
+    "FloorDiv": lambda op, x, y: tf.raw_ops.FloorDiv(x=x, y=y),
+    "FloorMod": lambda op, x, y: tf.raw_ops.FloorMod(x=x, y=y),
+    "Reshape": lambda op, tensor, shape: tf.raw_ops.Reshape(tensor=tensor, shape=shape),
+    "Slice": lambda op, x, begin, size: tf.raw_ops.Slice(input=x, begin=begin, size=size),
+    "ConcatOffset": lambda op, concat_dim, *shapes: tf.raw_ops.ConcatOffset(concat_dim=concat_dim, shape=list(shapes)),
+    "ConcatV2": lambda op, *values: tf.raw_ops.ConcatV2(values=list(values[:-1]), axis=values[-1]),
+    "Pack": lambda op, *values: tf.raw_ops.Pack(values=list(values), axis=op.get_attr("axis")),
+    "ExpandDims": lambda op, x, axis: tf.raw_ops.ExpandDims(input=x, axis=axis),
+    "Squeeze": lambda op, x: tf.raw_ops.Squeeze(input=x, axis=op.get_attr("squeeze_dims")),
+    "Identity": lambda op, x: tf.raw_ops.Identity(input=x),
+    "Cast": lambda op, x: tf.raw_ops.Cast(x=x, DstT=op.get_attr("DstT"), Truncate=op.get_attr("Truncate")),
+    "Prod": lambda op, x, axis: tf.raw_ops.Prod(input=x, axis=axis, keep_dims=op.get_attr("keep_dims")),
+    "StridedSlice": lambda op, x, begin, end, strides: tf.raw_ops.StridedSlice(
+        input=x, begin=begin, end=end, strides=strides, **{mask: op.get_attr(mask) for mask in STRIDED_SLICE_MASKS}
+    ),
 }
+STRIDED_SLICE_MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
 _MAX_ELEMENTS = 64  # shape vectors and scalars, not data
 _MAX_DEPTH = 16
 _MAX_ANCESTORS = 256
@@ -74,7 +86,7 @@ def _evaluate(op: tf.Operation, depth: int) -> tuple:
         return unknown
     try:
         with tf.init_scope():  # eagerly, on known values: TF's own semantics
-            outputs = SHAPE_ARITHMETIC[op.type](*[tf.constant(v, t.dtype) for v, t in zip(inputs, op.inputs)])
+            outputs = SHAPE_ARITHMETIC[op.type](op, *[tf.constant(v, t.dtype) for v, t in zip(inputs, op.inputs)])
     except (tf.errors.OpError, ValueError, TypeError):
         return unknown  # it raises on these values: the graph's op will too
     return tuple(np.asarray(o) for o in tf.nest.flatten(outputs))
