@@ -31,7 +31,7 @@ from janus.assumptions.specs import (
     TensorArg,
     UnusedArg,
 )
-from janus.graphgen import datasets, later, row_saves
+from janus.graphgen import datasets, exact_rewrites, later, row_saves
 from janus.graphgen.batch_lists import BatchList
 from janus.graphgen.captures import eager_tensors_as_placeholders
 from janus.graphgen.context import GenerationContext, LateRead
@@ -163,6 +163,7 @@ def generate(
             tail.extend(later.tail_resources(graph, ctx))
         if stopped:
             later.check_pure_prefix(graph, ctx, stopped[0])
+        exact_rewrites.hoist_scalar_ops_over_tilings(graph)
         keep_fallible(graph, outputs)
         unordered.extend(unordered_resources(order_state_writes(graph, ctx.assert_ops)))
         first_write = order_writes_after_earlier_ops(graph)
