@@ -28,7 +28,7 @@ from janus.graphgen.static_values import SHAPE_ARITHMETIC, STRIDED_SLICE_MASKS, 
 # known only at run time (a relaxed shape) any of them may raise (incompatible shapes).
 _CANNOT_RAISE = frozenset(
     {
-        "NoOp", "ReadVariableOp", "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp", "ShapeN", "Fill",
+        "NoOp", "ReadVariableOp", "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp", "Fill",
         "Add", "AddV2", "AddN", "Sub", "Mul", "SquaredDifference", "RealDiv", "DivNoNan", "Maximum", "Minimum", "Pow",
         "Softmax", "LogSoftmax", "Sum", "Mean", "Max", "Min", "Prod", "Any", "All", "MatMul", "BatchMatMulV2",
         "BiasAdd", "BiasAddGrad", "Select", "SelectV2", "Greater", "GreaterEqual", "Less", "LessEqual", "Equal",
@@ -48,7 +48,7 @@ _CANNOT_RAISE = frozenset(
 # read for its shape), so no two shapes can disagree.
 _CANNOT_RAISE_ANY_SHAPE = frozenset(
     {
-        "Placeholder", "Const", "Identity", "IdentityN", "StopGradient", "Cast", "Shape", "Size", "Rank",
+        "Placeholder", "Const", "Identity", "IdentityN", "StopGradient", "Cast", "Rank",
         "ZerosLike", "OnesLike", "Neg", "Square", "Sqrt", "Rsqrt", "Reciprocal", "Exp", "Log", "Log1p", "Abs",
         "Sign", "Tanh", "Sigmoid", "Relu", "Relu6", "Elu", "Selu", "Softplus", "Softsign", "LeakyRelu", "Floor",
         "Ceil", "Round", "IsNan", "IsInf", "IsFinite", "LogicalNot",
@@ -78,10 +78,12 @@ def may_raise(op: tf.Operation) -> bool:
         return op.get_attr("output_stream") not in _CONSOLE_STREAMS
     if op.type in _CANNOT_RAISE_ANY_SHAPE:
         return False
+    if op.type in _SHAPE_READS:
+        return not _shape_fits_out_type(op)
     if op.type in _SHAPE_CHECKED:
         return not _SHAPE_CHECKED[op.type](op)
     if op.type in _RANK_ONLY and op.inputs[0].shape.rank is not None:
-        return not _parameters_valid(op)
+        return not (_parameters_valid(op) and (op.type != "Tile" or _tile_no_larger(op)))
     if op.type not in _CANNOT_RAISE:
         return True
     return not (_shapes_fixed(op) and _parameters_valid(op))
@@ -104,7 +106,10 @@ def _parameters_valid(op: tf.Operation) -> bool:
 
 
 def _axes(values: np.ndarray, rank: int) -> bool:
-    return bool(np.all((values >= -rank) & (values < max(rank, 1))))
+    """In range and not repeated: ``tf.reduce_sum(x, [1, -1])`` of a matrix raises "Axes contains
+    duplicate dimension" at run time, which TF's shape function does not check."""
+    in_range = bool(np.all((values >= -rank) & (values < max(rank, 1))))
+    return in_range and len(set((values % max(rank, 1)).tolist())) == values.size
 
 
 _PARAMETERS = {  # op type: (input index of the parameter, whether its value is valid for the rank)
@@ -159,6 +164,33 @@ def _concat_fits(op: tf.Operation) -> bool:
 # with the rank known, dimensions known only at run time cannot make them raise (an arg-max can:
 # over an empty dimension).
 _RANK_ONLY = frozenset({"Sum", "Mean", "Max", "Min", "Prod", "Any", "All", "Transpose", "ExpandDims", "Tile"})
+
+
+def _tile_no_larger(op: tf.Operation) -> bool:
+    """A tiling raises where its output's size overflows int64 ("Expected a non-negative size"):
+    an empty input of a dimension known only at run time may be of any size (``[2**62, 0]``
+    tiled by ``[2, 1]``). With fixed shapes TF's shape function checks it while building; with
+    a dimension unknown, only multiples of 0 or 1 are sure not to overflow."""
+    return _shapes_fixed(op) or bool(np.all(np.asarray(static_value(op.inputs[1])) <= 1))
+
+
+# Ops that read their input's shape: with an int32 ``out_type`` they raise where a dimension
+# (``Shape``, ``ShapeN``) or the element count (``Size``) is not below 2**31 - 1 ("Shape output
+# type is 32-bit but dim 0 is 2147483647"), which an empty tensor of a dimension known only at
+# run time may have (``[2**31 - 1, 0]``). They cannot raise where that is checked on fixed shapes.
+_SHAPE_READS = frozenset({"Shape", "ShapeN", "Size"})
+_INT32_LIMIT = 2**31 - 1
+
+
+def _shape_fits_out_type(op: tf.Operation) -> bool:
+    if op.get_attr("out_type") != tf.int32:
+        return True
+    shapes = [t.shape for t in op.inputs]
+    if not all(s.is_fully_defined() for s in shapes):
+        return False
+    if op.type == "Size":
+        return shapes[0].num_elements() < _INT32_LIMIT
+    return all(d < _INT32_LIMIT for s in shapes for d in s.as_list())
 
 
 def _inputs_fixed(op: tf.Operation) -> bool:
