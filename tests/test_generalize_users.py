@@ -883,3 +883,27 @@ def test_a_user_activation_with_python_effects_keeps_them():
         return step, lambda: len(calls)
 
     run_differential(make, [(tf.fill([2, 2], 0.2 * i),) for i in range(7)], min_graph_calls=3)
+
+
+class _Link:
+    def __init__(self, count: int, rest: "_Link | None" = None) -> None:
+        self.count, self.rest = count, rest
+
+
+def test_a_leaf_int_outside_int32_gives_eagers_int64():
+    """``tf.convert_to_tensor(node.count)`` of an int read at run time is int32 where it fits and
+    int64 where it does not (eager's conversion): the graph checks the narrowing round trip, and a
+    count outside int32 (either side) sends the call to eager."""
+
+    def make():
+        def depth(node):
+            if node.rest is None:
+                return tf.cast(tf.convert_to_tensor(node.count), tf.float64)
+            return depth(node.rest) + 1.0
+
+        return depth, lambda: None
+
+    counts = [5, 7, -(2**31), 2**31 - 1, 3, 2**31, 4, -(2**31) - 1, 2**40 + 3, 6]
+    calls = [(_Link(0, _Link(1, _Link(c))),) for c in counts]
+    jitted = run_differential(make, calls, min_graph_calls=3)
+    assert janus.stats(jitted)["assumption_failures"] >= 3

@@ -458,8 +458,9 @@ class GenerationContext:
             return PyObjectRef(value, spec.cls, [s for s in samples if s is not None], spec.optional)
         if spec.kind in ("float", "int", "bool"):
             kind = {"float": float, "int": int, "bool": bool}[spec.kind]
-            if spec.optional:
-                return OptionalNumber(tf.cast(value[0], tf.bool), PyNumber(value[1], kind))
+            if spec.optional:  # [present, number]: one Unpack node, where two slices take eight with their constants
+                present, number = tf.unstack(value)
+                return OptionalNumber(tf.cast(present, tf.bool), PyNumber(number, kind))
             return PyNumber(value, kind)
         return value
 

@@ -220,8 +220,11 @@ def as_default_tensor(value: PyNumber, check: Callable[[Callable[[], tf.Tensor]]
     if value.type is bool:
         return value.tensor
     t = value.tensor
-    check(lambda: tf.logical_and(t >= -(2**31), t < 2**31))
-    return tf.cast(t, tf.int32)
+    if t.dtype == tf.int32:
+        return t
+    narrow = tf.cast(t, tf.int32)  # wraps outside int32: the round trip shows it (fewer graph nodes than a range)
+    check(lambda: tf.equal(tf.cast(narrow, t.dtype), t))
+    return narrow
 
 
 def to_python(value: tf.Tensor, kind: type) -> object:
