@@ -328,3 +328,64 @@ def test_a_reshape_of_a_batch_known_only_at_run_time_between_updates(columns):
     jitted = run_differential(make, calls, min_graph_calls=3)
     runner = janus.driver.resolve(jitted).cache.entries[-1]
     assert (runner.graph.snapshot == ()) == (columns == 1)
+
+
+class _PerStepEmbedding:
+    """An LSTM-LM-shaped step: one lookup per time step, a Keras SGD update (sparse for the table)."""
+
+    def __init__(self, rows: int = 12):
+        self.table = tf.Variable(np.linspace(-1.0, 1.0, rows * 4, dtype=np.float32).reshape(rows, 4))
+        self.w = tf.Variable(np.ones((4, 1), np.float32))
+        self.opt = tf.keras.optimizers.SGD(0.1)
+        self.opt.build([self.table, self.w])
+
+    def step(self, ids):
+        with tf.GradientTape() as tape:
+            outs = [tf.matmul(tf.nn.embedding_lookup(self.table, ids[:, t]), self.w) for t in range(ids.shape[1])]
+            loss = tf.reduce_mean(tf.square(tf.concat(outs, axis=1)))
+        grads = tape.gradient(loss, [self.table, self.w])
+        self.opt.apply_gradients(zip(grads, [self.table, self.w]))
+        return loss
+
+
+def test_an_embeddings_sparse_update_is_vouched_for_by_its_lookups():
+    """The table's scatter takes the lookups' ids (concatenated by the gradient): it cannot raise
+    once they did not, so the dense update need not wait for it and nothing is saved. The last call
+    looks up a row out of range, which raises before any update, as in eager."""
+
+    def make():
+        model = _PerStepEmbedding()
+        return model.step, lambda: (model.table, model.w)
+
+    rng = np.random.default_rng(5)
+    calls = [(tf.constant(rng.integers(0, 12, size=(3, 4)), tf.int32),) for _ in range(6)]
+    calls.append((tf.constant([[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]], tf.int32),))
+    jitted = run_differential(make, calls, min_graph_calls=3)
+    (runner,) = janus.driver.resolve(jitted).cache.entries
+    assert runner.graph.snapshot == () and not runner.graph.row_saves, "the table's rows are saved every call"
+    (scatter,) = _ops(runner.graph.concrete.graph, "ResourceScatterSub")
+    assert not may_raise(scatter), "an update waits for the scatter"
+
+
+@pytest.mark.parametrize("case", ["larger_table", "other_ids"])
+def test_a_scatter_no_gather_vouches_for_may_raise(case):
+    """A gather from a larger table, or one of other ids, says nothing of the scatter's indices: on
+    the last call the scatter raises after an update, and the update is put back before eager
+    re-runs the call."""
+
+    def make():
+        big = tf.Variable(tf.zeros([10, 2]))
+        small = tf.Variable(tf.zeros([5, 2]))
+        count = tf.Variable(0.0)
+
+        def step(ids, other):
+            count.assign_add(1.0)
+            looked = tf.gather(big, other if case == "other_ids" else ids)
+            small.scatter_add(tf.IndexedSlices(tf.ones([3, 2]), ids))
+            return tf.reduce_sum(looked) + count
+
+        return step, lambda: (big, small, count)
+
+    ok = [(tf.constant([0, 1, 4]), tf.constant([0, 0, 0])), (tf.constant([2, 3, 1]), tf.constant([1, 1, 1]))]
+    bad = (tf.constant([0, 7, 1]), tf.constant([2, 2, 2]))
+    run_differential(make, ok * 3 + [bad], min_graph_calls=3)

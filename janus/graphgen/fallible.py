@@ -20,6 +20,7 @@ import functools
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.ops import handle_data_util
 
 from janus.graphgen.static_values import SHAPE_ARITHMETIC, STRIDED_SLICE_MASKS, static_value
 
@@ -258,7 +259,89 @@ def _rng_algorithm_on_cpu(op: tf.Operation) -> bool:
     return algorithm is not None and int(algorithm) in (1, 3)
 
 
+def _indices_checked_by_a_gather(op: tf.Operation) -> bool:
+    """A scatter into a variable raises where an index is out of its first dimension (or the updates'
+    shape does not fit). Its indices cannot be out of range where a gather created before it in the
+    same graph took the same values (through reshapes and widening casts) from a tensor whose first
+    dimension is no larger: the scatter waits for that gather, which may raise, and runs only if the
+    gather did not (``ordering.order_writes_after_earlier_ops``). An embedding's sparse update: its
+    gradient's indices are the lookup's ids."""
+    rows = _first_dimension(op.inputs[0])
+    indices, updates = op.inputs[1], op.inputs[2]
+    if rows is None or rows.rank is None:
+        return False
+    expected = indices.shape.concatenate(rows[1:])
+    if updates.shape.rank != 0 and updates.shape.as_list() != expected.as_list():
+        return False
+    bounds = _gathered_bounds(op)
+    return _within(indices, rows[0], bounds)
+
+
+def _gathered_bounds(op: tf.Operation) -> dict[object, int]:
+    """For the indices of every gather created before ``op`` in its graph (traced to where their
+    values come from): the smallest first dimension a gather took them from."""
+    bounds: dict[tf.Tensor, int] = {}
+    for gather in op.graph.get_operations():
+        if gather._id >= op._id:
+            break
+        if gather.type not in _GATHERS:
+            continue
+        if gather.type == "GatherV2" and (gather.get_attr("batch_dims") != 0 or static_value(gather.inputs[2]) != 0):
+            continue
+        taken = gather.inputs[0].shape if gather.type == "GatherV2" else _first_dimension(gather.inputs[0])
+        if taken is not None and taken.rank and taken[0] is not None:
+            source = _same_values(gather.inputs[1]).ref()
+            bounds[source] = min(bounds.get(source, taken[0]), taken[0])
+    return bounds
+
+
+def _within(indices: tf.Tensor, rows: int, bounds: dict[object, int]) -> bool:
+    """Every value of ``indices`` was taken by such a gather from no more than ``rows`` rows: its own
+    values, or each part of a concatenation of them (a gradient's indices over several lookups).
+    ``bounds`` is keyed by the tensors' ``ref()``."""
+    source = _same_values(indices)
+    if source.ref() in bounds:
+        return bounds[source.ref()] <= rows
+    if source.op.type == "ConcatV2":
+        return all(_within(part, rows, bounds) for part in source.op.inputs[:-1])
+    return False
+
+
+_GATHERS = frozenset({"GatherV2", "ResourceGather"})
+_SAME_VALUES = frozenset({"Identity", "Reshape", "Squeeze", "ExpandDims"})
+
+
+def _same_values(tensor: tf.Tensor) -> tf.Tensor:
+    """The tensor ``tensor``'s values come from unchanged: through reshapes, identities and casts of
+    int32 to int64."""
+    while True:
+        op = tensor.op
+        widening = op.type == "Cast" and op.inputs[0].dtype == tf.int32 and tensor.dtype == tf.int64
+        if op.type not in _SAME_VALUES and not widening:
+            return tensor
+        tensor = op.inputs[0]
+
+
+def _first_dimension(resource: tf.Tensor) -> tf.TensorShape | None:
+    """The fixed shape of the variable behind a resource handle, None where it is not known."""
+    data = handle_data_util.get_resource_handle_data(resource)
+    if data is None or not data.is_set or len(data.shape_and_type) != 1:
+        return None
+    shape = tf.TensorShape(data.shape_and_type[0].shape)
+    return shape if shape.is_fully_defined() and shape.rank else None
+
+
 _CHECKED_BOUNDS = {
+    **dict.fromkeys(
+        (
+            "ResourceScatterAdd",
+            "ResourceScatterSub",
+            "ResourceScatterUpdate",
+            "ResourceScatterMin",
+            "ResourceScatterMax",
+        ),
+        _indices_checked_by_a_gather,
+    ),
     "RngReadAndSkip": _rng_algorithm_on_cpu,
     "Slice": _slice_in_bounds,
     "StridedSlice": _strided_slice_known,
