@@ -286,7 +286,11 @@ def _gathered_bounds(op: tf.Operation) -> dict[object, int]:
             break
         if gather.type not in _GATHERS:
             continue
-        if gather.type == "GatherV2" and (gather.get_attr("batch_dims") != 0 or static_value(gather.inputs[2]) != 0):
+        # Batch dimensions check the ids against a later dimension, not the first: both kinds have them
+        # (``tf.raw_ops.ResourceGather(..., batch_dims=1)`` vouched for ids up to the second dimension).
+        if gather.get_attr("batch_dims") != 0:
+            continue
+        if gather.type == "GatherV2" and static_value(gather.inputs[2]) != 0:
             continue
         taken = gather.inputs[0].shape if gather.type == "GatherV2" else _first_dimension(gather.inputs[0])
         if taken is not None and taken.rank and taken[0] is not None:
