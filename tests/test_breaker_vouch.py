@@ -445,3 +445,69 @@ def test_target_reassigned_smaller_by_a_raw_op():
         run_differential(make, calls, min_graph_calls=3)
     finally:
         differential.outcome = orig
+
+
+# --- run-time heap reads of optional numbers (a tree leaf's ``word``, None on inner nodes) ---
+
+
+class Node:
+    def __init__(self, word=None, left=None, right=None):
+        self.word, self.left, self.right = word, left, right
+
+
+def _tree(a, b, c):
+    return Node(left=Node(a), right=Node(left=Node(b), right=Node(c)))
+
+
+_PROBES = {
+    "constant_times_2": lambda w: tf.cast(tf.constant([w]) * 2, tf.float64),
+    "convert_plus_1": lambda w: tf.reshape(tf.cast(tf.convert_to_tensor(w) + 1, tf.float64), [1]),
+    "fill": lambda w: tf.cast(tf.fill([1], w), tf.float64),
+    "one_hot": lambda w: tf.reduce_sum(tf.one_hot([w], 5, dtype=tf.float64), 1),
+    "python_arith": lambda w: tf.cast(tf.constant([float(w - 1) + 0.5]), tf.float64),
+    "floor_ops": lambda w: tf.cast(tf.constant([w // 3 + w % 7 - (-w)]), tf.float64),
+    "floordiv_minus_one": lambda w: tf.cast(tf.constant([w // -1]), tf.float64),
+    "negate_constant": lambda w: tf.cast(tf.constant([-w]), tf.float64),
+    "constant_of_arith": lambda w: tf.cast(tf.constant([w + w]), tf.float64),
+    "is_none_word": lambda w: tf.cast(tf.constant([1.0 if w is None else 2.0]), tf.float64),
+    "dtype_name": lambda w: tf.constant([float(len(tf.constant(w).dtype.name))], tf.float64),
+}
+
+_EDGES = [-(2**31), 2**31 - 1, 2**31, 2**30, 2**62, 2**63 - 1, -(2**63), -(2**31) - 1, 3]
+
+
+@pytest.mark.parametrize("probe", sorted(_PROBES))
+def test_leaf_word_at_the_int32_edges(probe):
+    def make():
+        f = _PROBES[probe]
+
+        def enc(node):
+            if node.word is not None:
+                return f(node.word)
+            return enc(node.left) + enc(node.right)
+
+        return enc, lambda: None
+
+    calls = [(_tree(i % 5, (i + 1) % 5, (i + 2) % 5),) for i in range(6)]
+    calls += [(_tree(1, e, 2),) for e in _EDGES]
+    run_differential(make, calls, min_graph_calls=3)
+
+
+@pytest.mark.parametrize("probe", sorted(_PROBES))
+@pytest.mark.parametrize("odd", [True, False, 2.5, -0.0, None])
+def test_leaf_word_of_another_kind(probe, odd):
+    """Ints were seen; then a bool, a float, or None at a leaf (where recursion reads ``left``)."""
+
+    def make():
+        f = _PROBES[probe]
+
+        def enc(node):
+            if node.word is not None:
+                return f(node.word)
+            return enc(node.left) + enc(node.right)
+
+        return enc, lambda: None
+
+    calls = [(_tree(i % 5, (i + 1) % 5, (i + 2) % 5),) for i in range(6)]
+    calls += [(_tree(1, odd, 2),), (_tree(2, 1, 0),), (_tree(odd, odd, 4),)]
+    run_differential(make, calls, min_graph_calls=3)

@@ -1591,7 +1591,8 @@ class Interpreter:
         if _joins_sequences(op, operands):
             return op(*operands)  # `[n] + [self.units, 2]`: Python's own, the items are not looked at
         if pynumber.involves(operands):
-            return pynumber.operate(op, operands, lambda d: self.ctx.assert_nonzero(d, loc), loc)
+            check = lambda make, what: self.ctx.check(make, f"{what}@{loc}", what, loc)  # noqa: E731
+            return pynumber.operate(op, operands, lambda d: self.ctx.assert_nonzero(d, loc), loc, check)
         if all(is_plain(v) for v in operands):
             try:
                 return op(*operands)

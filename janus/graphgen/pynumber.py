@@ -108,12 +108,24 @@ def involves(operands: tuple) -> bool:
     return any(isinstance(v, PyNumber) for v in operands)
 
 
-def operate(op: Callable, operands: tuple, check_nonzero: Callable[[tf.Tensor], None], loc: str) -> object:
-    """Applies ``op`` with Python semantics, or raises NotConvertible."""
+def operate(
+    op: Callable,
+    operands: tuple,
+    check_nonzero: Callable[[tf.Tensor], None],
+    loc: str,
+    check: Callable[[Callable[[], tf.Tensor], str], None] | None = None,
+) -> object:
+    """Applies ``op`` with Python semantics, or raises NotConvertible.
+
+    ``check(make, what)`` plants a run-time assertion (the call goes to eager where it fails): an int
+    read at run time may be anywhere in int64 (a leaf's ``word`` of ``2**63 - 1``), where ``w + w``,
+    ``-w`` or ``w // -1`` wrap while Python's ints grow; they are checked not to overflow."""
     op = _INPLACE.get(op, op)
     if len(operands) == 1:
         (value,) = operands
         if op in (operator.neg, abs) and value.type in (int, float):
+            if value.type is int:
+                _check_no_overflow(op, value.tensor, None, check, loc)
             return PyNumber(-value.tensor if op is operator.neg else tf.abs(value.tensor), value.type)
         raise NotConvertible(f"{op.__name__} of a Python number unknown while generating", loc)
     tensor_side = next((v for v in operands if isinstance(v, tf.Tensor)), None)
@@ -135,6 +147,8 @@ def operate(op: Callable, operands: tuple, check_nonzero: Callable[[tf.Tensor], 
     a, b = _common(operands, kinds, opaque=op is operator.truediv)
     if op in _DIVISIONS:
         check_nonzero(b)
+    if op in (operator.add, operator.sub, operator.floordiv):
+        _check_no_overflow(op, a, b, check, loc)
     if op is operator.truediv:
         return PyNumber(tf.cast(a, tf.float64) / tf.cast(b, tf.float64), float)
     if op is operator.floordiv:
@@ -142,6 +156,26 @@ def operate(op: Callable, operands: tuple, check_nonzero: Callable[[tf.Tensor], 
     if op is operator.mod:
         return PyNumber(tf.math.floormod(a, b), int)
     return PyNumber(op(a, b), int)
+
+
+def _check_no_overflow(op: Callable, a: tf.Tensor, b: tf.Tensor | None, check, loc: str) -> None:
+    """Asserts that an int64 ``op`` does not wrap, where Python's int would grow past int64."""
+    if a.dtype != tf.int64 or (b is not None and b.dtype != tf.int64):
+        return
+    if check is None:
+        raise NotConvertible(f"{op.__name__} on a Python int unknown while generating (it may overflow)", loc)
+    least = lambda: tf.constant(-(2**63), tf.int64)  # noqa: E731
+    if op in (operator.neg, abs):
+        check(lambda: tf.not_equal(a, least()), "int does not overflow")
+    elif op is operator.floordiv:
+        check(lambda: tf.logical_not(tf.logical_and(tf.equal(a, least()), tf.equal(b, -1))), "int does not overflow")
+    else:  # a sum wraps where both operands (a and -b for a difference) share a sign the result lacks
+
+        def fits() -> tf.Tensor:
+            same = tf.equal(a >= 0, b >= 0) if op is operator.add else tf.not_equal(a >= 0, b >= 0)
+            return tf.logical_or(tf.logical_not(same), tf.equal(op(a, b) >= 0, a >= 0))
+
+        check(fits, "int does not overflow")
 
 
 def _kind(value: object, loc: str) -> type:
