@@ -511,3 +511,76 @@ def test_leaf_word_of_another_kind(probe, odd):
     calls = [(_tree(i % 5, (i + 1) % 5, (i + 2) % 5),) for i in range(6)]
     calls += [(_tree(1, odd, 2),), (_tree(2, 1, 0),), (_tree(odd, odd, 4),)]
     run_differential(make, calls, min_graph_calls=3)
+
+
+_KIND_PROBES = {
+    "truthy": lambda w: tf.cast(tf.constant([3.0 if w else 4.0]), tf.float64),
+    "fill_dims": lambda w: (
+        tf.reduce_sum(tf.fill([w, 1], 1.0), 0, keepdims=False)[:1] * 0.0
+        + tf.cast(tf.shape(tf.fill([w], 1.0))[:1], tf.float32)
+    ),
+    "range": lambda w: tf.cast(tf.reduce_sum(tf.range(w))[None], tf.float64),
+    "compare": lambda w: tf.cast(tf.constant([1.0 if w > 2 else (2.0 if w == 2 else 5.0)]), tf.float64),
+    "constant": lambda w: tf.cast(tf.constant([w]), tf.float64),
+}
+
+
+@pytest.mark.parametrize("probe", sorted(_KIND_PROBES))
+@pytest.mark.parametrize(
+    "values",
+    [
+        [0, 3, 1, 2, 4, 5, -1, 0, 2**31, -3],
+        [0.5, 2.0, -1.5, 3.25, 0.0, 2.5, 1e300, -0.0, float("nan"), 7.0],
+        [True, False, True, True, False, True, 0, 1, 2.0, False],
+    ],
+    ids=["int", "float", "bool"],
+)
+def test_optional_leaf_numbers_of_each_kind(probe, values):
+    if (type(values[0]), probe) in {(float, "fill_dims"), (bool, "fill_dims"), (bool, "range"), (bool, "compare")}:
+        pytest.skip("eager raises on every call (or janus converts no such use): no graph to compare")
+
+    def make():
+        f = _KIND_PROBES[probe]
+
+        def enc(node):
+            if node.word is not None:
+                return f(node.word)
+            return enc(node.left) + enc(node.right)
+
+        return enc, lambda: None
+
+    calls = [(_tree(values[i], values[(i + 1) % 6], values[(i + 2) % 6]),) for i in range(6)]
+    calls += [(_tree(values[0], v, values[1]),) for v in values[6:]]
+    run_differential(make, calls, min_graph_calls=2)
+
+
+def test_linked_list_optional_count():
+    """A linked list whose ``count`` is None on some links, summed with Python ints."""
+
+    class Link:
+        def __init__(self, count, rest=None):
+            self.count, self.rest = count, rest
+
+    def make():
+        def total(link):
+            here = tf.constant(0, tf.int64) if link.count is None else tf.cast(tf.constant(link.count), tf.int64)
+            if link.rest is None:
+                return here
+            return here + total(link.rest)
+
+        return total, lambda: None
+
+    def chain(*counts):
+        link = None
+        for c in reversed(counts):
+            link = Link(c, link)
+        return link
+
+    calls = [(chain(1, None, 3),), (chain(None, 2, 5),), (chain(4, 4, None),)] * 2
+    calls += [
+        (chain(2**31, None, 1),),
+        (chain(None, -(2**31) - 1, 0),),
+        (chain(1, 2, 3),),
+        (chain(2**63 - 1, 1, None),),
+    ]
+    run_differential(make, calls, min_graph_calls=3)

@@ -1362,7 +1362,7 @@ class Interpreter:
             raise NotConvertible("a bool known only at run time passed to a library call", loc)
         if isinstance(value, PyNumber):
             return pynumber.as_default_tensor(
-                value, lambda c: self.ctx.check(c, f"int32 range@{loc}", "fits int32", loc)
+                value, lambda c: self.ctx.check(c, f"default dtype range@{loc}", "fits its default dtype", loc)
             )
         if type(value) in (list, tuple):
             return type(value)(self._library_value(v, loc) for v in value)

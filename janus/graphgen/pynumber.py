@@ -250,7 +250,11 @@ def as_default_tensor(value: PyNumber, check: Callable[[Callable[[], tf.Tensor]]
     a JanusAssert checks the range, and the eager re-run handles the rare large value).
     """
     if value.type is float:
-        return tf.cast(value.tensor, tf.float32)
+        # eager raises ValueError on a finite float that float32 rounds to inf (``tf.constant(1e300)``),
+        # where the cast gives inf: such calls go to eager
+        t, single = value.tensor, tf.cast(value.tensor, tf.float32)
+        check(lambda: tf.logical_or(tf.math.is_finite(single), tf.logical_not(tf.math.is_finite(t))))
+        return single
     if value.type is bool:
         return value.tensor
     t = value.tensor
