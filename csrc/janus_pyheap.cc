@@ -121,6 +121,46 @@ PyObject* CallPyheap(const char* function, PyObject* args) {
   return result;
 }
 
+// janus.ops.pyheap's state that the heap reads' C path uses, looked up once with the GIL held
+// (the module is never reloaded and rebinds none of these names).
+struct HeapModule {
+  PyObject* stores = nullptr;        // _stores: store id -> CallStore
+  PyObject* expectations = nullptr;  // _expectations: expectation id -> Expectation
+  PyObject* to_kernel = nullptr;     // _to_kernel(value, expectation, store)
+  PyObject* objects_name = nullptr;  // "objects", interned
+  PyObject* local_name = nullptr;    // "local", interned
+};
+
+// Looked up on the first read; where that fails, `stores` stays null and every read takes the
+// Python path (which reports the failure).
+HeapModule& Heap() {
+  static HeapModule heap;  // guarded by the GIL
+  static bool tried = false;
+  if (tried) return heap;
+  tried = true;
+  PyObject* module = PyImport_ImportModule("janus.ops.pyheap");
+  if (module == nullptr) {
+    PyErr_Clear();
+    return heap;
+  }
+  PyObject* stores = PyObject_GetAttrString(module, "_stores");
+  heap.expectations = PyObject_GetAttrString(module, "_expectations");
+  heap.to_kernel = PyObject_GetAttrString(module, "_to_kernel");
+  heap.objects_name = PyUnicode_InternFromString("objects");
+  heap.local_name = PyUnicode_InternFromString("local");
+  Py_DECREF(module);
+  const bool ok = stores != nullptr && PyDict_CheckExact(stores) && heap.expectations != nullptr &&
+                  PyDict_CheckExact(heap.expectations) && heap.to_kernel != nullptr &&
+                  heap.objects_name != nullptr && heap.local_name != nullptr;
+  if (ok) {
+    heap.stores = stores;
+  } else {
+    Py_XDECREF(stores);
+    PyErr_Clear();
+  }
+  return heap;
+}
+
 // Writes a Python scalar (bool, int, float: objects arrive as int pointers) into a new scalar output.
 tensorflow::Status ScalarOut(OpKernelContext* ctx, int index, PyObject* value, DataType dtype) {
   Tensor* out = nullptr;
@@ -244,14 +284,11 @@ class HeapGetOp : public OpKernel {
     tensorflow::Status status;
     {
       GilHold gil;
-      PyObject* args = subscript_ ? Py_BuildValue("(LLLL)", store, obj, key, static_cast<long long>(expect_))
-                                  : Py_BuildValue("(LLsL)", store, obj, name_.c_str(), static_cast<long long>(expect_));
-      // Scalars (bool, int, float, object pointers) come back as Python numbers, tensors as arrays.
-      PyObject* value = CallPyheap(subscript_ ? "get_item" : "get_attr", args);
-      status = value == nullptr                                 ? PythonError("janus heap read")
-               : PyFloat_Check(value) || PyLong_Check(value) ? ScalarOut(ctx, 1, value, dtype_)
-                                                             : CopyOut(ctx, 1, value, dtype_, shape_);
-      Py_XDECREF(value);
+      if (subscript_ || !FastAttr(ctx, store, obj, &status)) {
+        PyObject* args = subscript_ ? Py_BuildValue("(LLLL)", store, obj, key, static_cast<long long>(expect_))
+                                    : Py_BuildValue("(LLsL)", store, obj, name_.c_str(), static_cast<long long>(expect_));
+        status = ToOutput(ctx, CallPyheap(subscript_ ? "get_item" : "get_attr", args));
+      }
     }
     if (!status.ok()) RecordStepError(ctx, status);  // before the executor cancels the step's other nodes
     OP_REQUIRES_OK(ctx, status);
@@ -259,11 +296,170 @@ class HeapGetOp : public OpKernel {
   }
 
  private:
+  // What janus.ops.pyheap._to_kernel hands back (a new reference, or null with a Python error set)
+  // written to the value output: scalars (bool, int, float, object pointers) as Python numbers,
+  // tensors and optional numbers as arrays.
+  tensorflow::Status ToOutput(OpKernelContext* ctx, PyObject* value) {
+    tensorflow::Status status = value == nullptr                                 ? PythonError("janus heap read")
+                                : PyFloat_Check(value) || PyLong_Check(value) ? ScalarOut(ctx, 1, value, dtype_)
+                                                                              : CopyOut(ctx, 1, value, dtype_, shape_);
+    Py_XDECREF(value);
+    return status;
+  }
+
+  // The expectation's kind, class and optionality, read once (expectations are frozen and never
+  // dropped or reused: janus.ops.pyheap.expect). Returns false where it cannot be read.
+  bool LoadExpectation(PyObject* expectations) {
+    if (expectation_ != nullptr) return true;
+    PyObject* id = PyLong_FromLongLong(expect_);
+    PyObject* expectation = id == nullptr ? nullptr : PyDict_GetItemWithError(expectations, id);  // borrowed
+    Py_XDECREF(id);
+    if (expectation == nullptr) return false;
+    PyObject* kind = PyObject_GetAttrString(expectation, "kind");
+    PyObject* cls = PyObject_GetAttrString(expectation, "cls");
+    PyObject* optional = PyObject_GetAttrString(expectation, "optional");
+    const char* kind_text = kind == nullptr ? nullptr : PyUnicode_AsUTF8(kind);
+    bool ok = kind_text != nullptr && cls != nullptr && optional != nullptr;
+    if (ok) {
+      const std::string k = kind_text;
+      kind_ = k == "object" ? kObject : k == "bool" ? kBool : k == "int" ? kInt : k == "float" ? kFloat : kOther;
+      optional_ = optional == Py_True;
+      cls_ = cls;
+      Py_INCREF(cls_);
+      Py_INCREF(expectation);
+      expectation_ = expectation;
+      name_object_ = PyUnicode_InternFromString(name_.c_str());
+      ok = name_object_ != nullptr;
+    }
+    Py_XDECREF(kind);
+    Py_XDECREF(cls);
+    Py_XDECREF(optional);
+    return ok;
+  }
+
+  // The read of janus.ops.pyheap.get_attr done in C where it is the common case: an attribute of an
+  // object the store handed out, that the call has not written (the store's local copies are
+  // empty) and that is not a list's __len__. The value is taken by getattr, as Python's path does;
+  // an object of the expected class, a bool, an int within int64 or a float (None where optional)
+  // is written here; any other value goes to pyheap._to_kernel, which checks and converts it as the
+  // Python path does (raising the assumption for a value of another type). Returns false, having
+  // done nothing, where the Python path must run.
+  bool FastAttr(OpKernelContext* ctx, long long store_id, long long pointer, tensorflow::Status* status) {
+    HeapModule& heap = Heap();
+    if (heap.stores == nullptr || pointer == 0 || name_ == "__len__") {
+      PyErr_Clear();
+      return false;
+    }
+    PyObject* id = PyLong_FromLongLong(store_id);
+    PyObject* store = id == nullptr ? nullptr : PyDict_GetItemWithError(heap.stores, id);  // borrowed
+    Py_XDECREF(id);
+    PyObject* objects = store == nullptr ? nullptr : PyObject_GetAttr(store, heap.objects_name);
+    PyObject* local = store == nullptr ? nullptr : PyObject_GetAttr(store, heap.local_name);
+    PyObject* obj = nullptr;
+    if (objects != nullptr && local != nullptr && PyDict_Check(objects) && PyDict_CheckExact(local) &&
+        PyDict_GET_SIZE(local) == 0 && LoadExpectation(heap.expectations)) {
+      PyObject* key = PyLong_FromLongLong(pointer);
+      obj = key == nullptr ? nullptr : PyDict_GetItemWithError(objects, key);  // borrowed
+      Py_XDECREF(key);
+    }
+    Py_XDECREF(local);
+    if (obj == nullptr) {
+      Py_XDECREF(objects);
+      PyErr_Clear();
+      return false;
+    }
+    Py_INCREF(obj);
+    PyObject* value = PyObject_GetAttr(obj, name_object_);
+    Py_DECREF(obj);
+    if (value == nullptr) {
+      Py_DECREF(objects);
+      *status = PythonError("janus heap read");
+      return true;
+    }
+    if (!WriteKnown(ctx, objects, value, status)) {
+      *status = ToOutput(ctx, PyObject_CallFunctionObjArgs(heap.to_kernel, value, expectation_, store, nullptr));
+    }
+    Py_DECREF(value);
+    Py_DECREF(objects);
+    return true;
+  }
+
+  // Writes a value of the expected kind (see FastAttr); false, with nothing written, for any other.
+  bool WriteKnown(OpKernelContext* ctx, PyObject* objects, PyObject* value, tensorflow::Status* status) {
+    const bool none = value == Py_None;
+    if (kind_ == kObject) {
+      if (!(Py_TYPE(value) == reinterpret_cast<PyTypeObject*>(cls_) || (optional_ && none)) ||
+          dtype_ != tensorflow::DT_INT64) {
+        return false;
+      }
+      if (!none) {  // CallStore.pointer: the store keeps the object for the call
+        PyObject* key = PyLong_FromVoidPtr(value);
+        const int failed = key == nullptr ? -1 : PyDict_SetItem(objects, key, value);
+        Py_XDECREF(key);
+        if (failed != 0) {
+          *status = PythonError("janus heap read");
+          return true;
+        }
+      }
+      *status = Out<int64_t>(ctx, false, none ? 0 : static_cast<int64_t>(reinterpret_cast<intptr_t>(value)));
+      return true;
+    }
+    if (none && !optional_) return false;
+    if (kind_ == kBool && (none || PyBool_Check(value)) && dtype_ == tensorflow::DT_BOOL) {
+      *status = Out<bool>(ctx, !none, value == Py_True);
+      return true;
+    }
+    if (kind_ == kInt && (none || PyLong_CheckExact(value)) && dtype_ == tensorflow::DT_INT64) {
+      int overflow = 0;
+      const long long number = none ? 0 : PyLong_AsLongLongAndOverflow(value, &overflow);
+      if (overflow != 0 || (number == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return false;
+      }
+      *status = Out<int64_t>(ctx, !none, number);
+      return true;
+    }
+    if (kind_ == kFloat && (none || PyFloat_CheckExact(value)) && dtype_ == tensorflow::DT_DOUBLE) {
+      *status = Out<double>(ctx, !none, none ? 0.0 : PyFloat_AS_DOUBLE(value));
+      return true;
+    }
+    return false;
+  }
+
+  // A scalar, or for an optional number [present, number] (None: [false, 0]), as pyheap._to_kernel.
+  template <typename T>
+  tensorflow::Status Out(OpKernelContext* ctx, bool present, T number) {
+    const bool pair = optional_ && kind_ != kObject;
+    const TensorShape shape = pair ? TensorShape({2}) : TensorShape({});
+    if (pair && !shape_.IsCompatibleWith(shape)) {  // as CopyOut (ScalarOut checks no shape)
+      return Internal("heap value has shape ", shape.DebugString(), ", expected ", shape_.DebugString());
+    }
+    Tensor* out = nullptr;
+    TF_RETURN_IF_ERROR(ctx->allocate_output(1, shape, &out));
+    auto flat = out->flat<T>();
+    if (pair) {
+      flat(0) = static_cast<T>(present);
+      flat(1) = present ? number : static_cast<T>(0);
+    } else {
+      flat(0) = number;
+    }
+    return tensorflow::OkStatus();
+  }
+
+  enum Kind { kObject, kBool, kInt, kFloat, kOther };
+
   bool subscript_;
   std::string name_;
   tensorflow::int64 expect_ = 0;
   DataType dtype_;
   PartialTensorShape shape_;
+  // Set once, with the GIL held (LoadExpectation); held for the process's lifetime (a kernel may be
+  // destroyed without the GIL, at exit).
+  PyObject* expectation_ = nullptr;
+  PyObject* cls_ = nullptr;
+  PyObject* name_object_ = nullptr;
+  Kind kind_ = kOther;
+  bool optional_ = false;
 };
 
 class HeapSetOp : public OpKernel {

@@ -39,8 +39,11 @@ def is_library_code(code: types.CodeType) -> bool:
 
 
 def is_user_function(obj: object) -> bool:
-    """A Python function (or method of one) written by the user, to be converted."""
-    func = getattr(obj, "__func__", obj)
+    """A Python function (or method of one) written by the user, to be converted.
+
+    Only methods are looked through: ``getattr(obj, "__func__")`` would run a user class's
+    ``__getattr__`` while generating."""
+    func = obj.__func__ if isinstance(obj, (types.MethodType, staticmethod, classmethod)) else obj
     return isinstance(func, types.FunctionType) and not is_library_code(func.__code__)
 
 
