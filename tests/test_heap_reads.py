@@ -12,7 +12,6 @@ import pytest
 import tensorflow as tf
 
 import janus
-
 from tests.differential import run_differential
 
 
