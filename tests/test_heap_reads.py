@@ -10,9 +10,9 @@ feeds values of the other kinds, compared with eager after every call.
 
 import pytest
 import tensorflow as tf
+from differential import run_differential
 
 import janus
-from tests.differential import run_differential
 
 
 class Node:
