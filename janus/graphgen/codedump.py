@@ -8,8 +8,10 @@ symbolic values and every assertion it planted. ``render`` prints that as Python
 from __future__ import annotations
 
 import ast
+import types
 
 from janus.graphgen.values import is_symbolic
+from janus.source.library import is_library_object
 
 
 class CodeRecorder:
@@ -34,8 +36,7 @@ class CodeRecorder:
             return ast.List(elts, ast.Load()) if isinstance(value, list) else ast.Tuple(elts, ast.Load())
         if value is None or isinstance(value, (bool, int, float, str)):
             return ast.Constant(value)
-        label = getattr(value, "__qualname__", None) or getattr(value, "name", None) or type(value).__name__
-        return ast.Name(f"<{label}>", ast.Load())
+        return ast.Name(f"<{_label(value)}>", ast.Load())
 
     def _result(self, result: object) -> ast.expr:
         if is_symbolic(result):
@@ -65,3 +66,13 @@ class CodeRecorder:
         )
         fn = ast.FunctionDef(name=self.name, args=args, body=self.body or [ast.Pass()], decorator_list=[])
         return ast.unparse(ast.fix_missing_locations(ast.Module([fn], [])))
+
+
+def _label(value: object) -> str:
+    """A short name for a value in the dump, read without running user code: a user object's
+    ``__getattr__`` or property would run while generating (``getattr(node, "name")``)."""
+    if isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
+        return value.__qualname__
+    if is_library_object(value):
+        return getattr(value, "name", None) or type(value).__name__
+    return type(value).__name__
