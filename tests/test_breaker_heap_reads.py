@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from differential import assert_same, assert_same_call, assert_served, outcome, run_differential
+from test_heap_reads import chain
 
 import janus
 
@@ -135,18 +136,6 @@ def test_shared_subtrees_and_the_same_tree_mutated_between_calls():
         return both, lambda: (shared.word, same.left.word), mutate, (dag, same)
 
     run_mutated(make, 17, min_graph_calls=6)
-
-
-class Link:
-    def __init__(self, count, rest=None):
-        self.count, self.rest = count, rest
-
-
-def chain(*counts):
-    link = None
-    for c in reversed(counts):
-        link = Link(c, link)
-    return link
 
 
 def total(link):
