@@ -18,6 +18,10 @@
 // backward function with (output gradients..., intermediates...). Nested invocations'
 // frames are themselves intermediates of their caller, so the backward pass walks the
 // same tree of invocations.
+//
+// Depth: JanusInvoke's first input is the invocations left; the callee gets one fewer as its own
+// first argument, and none left fails the step as the `depth_assumption` attribute's assumption
+// broke (janus/graphgen/recursion.py: the call then runs in Python, which raises RecursionError).
 
 #include <memory>
 #include <string>
@@ -158,7 +162,9 @@ tensorflow::Status FirstStepError(OpKernelContext* ctx) {
 // JanusAssert) reports that node's error, recorded for the step, where there is one: otherwise the
 // executor above could take the cancellation, if it arrives first, as the step's error, and the
 // program would see CancelledError instead of eager's exception. Without a record the status is
-// marked derived, as TF's executor marks its own nodes'. Any other error is recorded.
+// marked derived, as TF's executor marks its own nodes'. Any other error is recorded, and the
+// recorded one passed up: each level's executor adds its node to the message, which then grew
+// with the depth (a failure 700 levels down logged thousands of lines, once per level aborting).
 tensorflow::Status Derived(OpKernelContext* ctx, const tensorflow::Status& status) {
   tensorflow::CancellationManager* cm = ctx->cancellation_manager();
   if (cm != nullptr && cm->IsCancelled() && (absl::IsCancelled(status) || absl::IsAborted(status))) {
@@ -166,8 +172,10 @@ tensorflow::Status Derived(OpKernelContext* ctx, const tensorflow::Status& statu
     if (!first.ok()) return first;
     return tsl::StatusGroup::IsDerived(status) ? status : tsl::StatusGroup::MakeDerived(status);
   }
-  if (!tsl::StatusGroup::IsDerived(status)) RecordStepError(ctx, status);
-  return status;
+  if (tsl::StatusGroup::IsDerived(status)) return status;
+  RecordStepError(ctx, status);
+  tensorflow::Status first = FirstStepError(ctx);
+  return first.ok() ? status : first;
 }
 
 // Runs the callee with the kernel's own step resources (rendezvous, cancellation, runner).
@@ -242,17 +250,38 @@ class JanusInvokeOp : public InvokeBase {
     DataTypeVector tout;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("Tout", &tout));
     num_outputs_ = static_cast<int>(tout.size());
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("depth_assumption", &depth_assumption_));
   }
 
+  // Input 0 is the invocations left: the callee gets one fewer as its own first argument. None
+  // left fails the step as the `depth_assumption` broke (the call then runs in Python, which
+  // raises RecursionError where its stack runs out; a cyclic structure ends here, not in memory).
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
+    const Tensor& budget = ctx->input(0);
+    OP_REQUIRES_ASYNC(ctx, budget.dtype() == tensorflow::DT_INT64 && budget.NumElements() == 1,
+                      tensorflow::errors::InvalidArgument("JanusInvoke: the depth budget must be an int64 scalar"),
+                      done);
+    const tensorflow::int64 left = budget.scalar<tensorflow::int64>()();
+    if (left <= 0) {
+      tensorflow::Status failed = tensorflow::errors::FailedPrecondition(
+          "JANUS_ASSUMPTION_FAILED:", depth_assumption_, ": the recursion is deeper than Python's recursion limit allows");
+      RecordStepError(ctx, failed);
+      ctx->SetStatus(failed);
+      done();
+      return;
+    }
     std::vector<Tensor> args;
     args.reserve(ctx->num_inputs());
-    for (int i = 0; i < ctx->num_inputs(); ++i) args.push_back(ctx->input(i));
+    Tensor next(tensorflow::DT_INT64, TensorShape({}));
+    next.scalar<tensorflow::int64>()() = left - 1;
+    args.push_back(std::move(next));
+    for (int i = 1; i < ctx->num_inputs(); ++i) args.push_back(ctx->input(i));
     Run(ctx, std::move(args), num_outputs_, /*pack_frame=*/true, std::move(done));
   }
 
  private:
   int num_outputs_;
+  tensorflow::int64 depth_assumption_ = 0;
 };
 
 class JanusInvokeGradOp : public InvokeBase {
@@ -284,6 +313,7 @@ class JanusInvokeGradOp : public InvokeBase {
 }  // namespace
 
 REGISTER_OP("JanusInvoke")
+    .Input("budget: int64")
     .Input("args: Tin")
     .Output("outputs: Tout")
     .Output("frame: variant")
@@ -291,6 +321,7 @@ REGISTER_OP("JanusInvoke")
     .Attr("Tout: list(type) >= 0")
     .Attr("output_shapes: list(shape) >= 0")
     .Attr("f: func")
+    .Attr("depth_assumption: int")
     .SetIsStateful()
     .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) { return SetOutputShapes(c, 0); });
 

@@ -165,11 +165,6 @@ except RecursionError:
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a cyclic linked list: eager raises RecursionError, the graph recurses without "
-    "bound (memory grows by GBs, never returns)",
-)
 def test_cycle_raises_recursion_error_as_eager():
     import subprocess
 
@@ -180,17 +175,12 @@ def test_cycle_raises_recursion_error_as_eager():
     assert "RecursionError, as eager" in done.stdout, done.stderr[-2000:]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a finite recursion deeper than Python's recursion limit: eager raises "
-    "RecursionError, the graph has no depth limit and returns a result",
-)
 def test_recursion_deeper_than_the_limit_raises_as_eager():
     def make():
         lists = [chain(*range(i, i + 5)) for i in range(6)] + [chain(*range(sys.getrecursionlimit() + 200))]
         return (lambda i: total(lists[i])), lambda: None
 
-    run_differential(make, [(i,) for i in range(7)], min_graph_calls=2)
+    run_differential(make, [(i,) for i in range(7)] + [(6,), (1,), (2,)], min_graph_calls=3)
 
 
 def test_deep_linked_list():
@@ -199,7 +189,9 @@ def test_deep_linked_list():
         lists += [chain(*range(600)), chain(*range(1, 800)), chain(1, 2)]
         return (lambda i: total(lists[i])), lambda: None
 
-    run_differential(make, [(i,) for i in range(9)], min_graph_calls=4)
+    # 799 levels: within Python's limit of 1000 from here, not within janus's cautious budget
+    # (tests/test_recursion_depth.py): that call runs in eager
+    run_differential(make, [(i,) for i in range(9)], min_graph_calls=3)
 
 
 def test_writes_before_reads_in_recursive_calls():

@@ -86,6 +86,8 @@ class GenerationContext:
         self.recursive_functions: dict[tuple, object] = {}
         self.building: list = []
         self.last_invoke: dict[tf.Graph, tf.Operation] = {}
+        self.recursion_depth: tuple | None = None  # (the budget fed per call, its assumption)
+        self.recursion_budgets: list[tf.Tensor] = []  # the budget parameter of each body being traced
         self._cycle_codes: set | None = None
         self._keras_guarded: set[int] = set()
         self._keras_config_guarded = False
@@ -342,6 +344,15 @@ class GenerationContext:
         self.runtime_flags.append(key)
         self.guard(GuardKind.NUMBER_TYPE, source, bool, key, loc)
         return self.number_input(source, bool)
+
+    def computed_input(self, feed: Callable[[], tf.Tensor], dtype: tf.DType) -> tf.Tensor:
+        """A scalar that ``prepare()`` computes with ``feed()`` before each call: an eager tensor
+        that any graph of this build captures as an input."""
+        with tf.init_scope():
+            placeholder_value = tf.zeros([], dtype)
+        self.heap_tensors[id(placeholder_value)] = f"{self.const(feed)}()"
+        self._keep.append(placeholder_value)
+        return placeholder_value
 
     def number_input(self, source: Source, kind: type = float) -> PyNumber:
         """A Python float (int, bool) re-read from ``source`` every call and fed to the graph as a
@@ -888,12 +899,17 @@ class GenerationContext:
             return None
         return sum(outcomes) * 2 > len(outcomes)
 
+    def assumption(self, key: str, what: str, loc: str, final: bool = False) -> Assumption:
+        """A new assumption of this graph, for an op of janus's that checks it."""
+        assumption = Assumption(next(_assumption_ids), key, what, loc, final)
+        self.assumptions[assumption.id] = assumption
+        return assumption
+
     def check(
         self, make_condition: Callable[[], tf.Tensor], key: str, what: str, loc: str, final: bool = False
     ) -> None:
         """Plants a JanusAssert on the scalar boolean ``make_condition()`` (``final``: see ``Assumption``)."""
-        assumption = Assumption(next(_assumption_ids), key, what, loc, final)
-        self.assumptions[assumption.id] = assumption
+        assumption = self.assumption(key, what, loc, final)
         with tf.name_scope("janus_assert"):
             condition = make_condition()
             self.assert_ops.append(janus_assert(condition, assumption.id, f"{what} ({loc})"))

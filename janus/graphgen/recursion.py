@@ -19,14 +19,22 @@ it (``csrc/janus_invoke.cc``).
   outputs of the forward function, which the kernel packs into one frame per invocation.
 * **Parallelism.** Invocations only wait on their data, so independent subtrees run in
   parallel on the inter-op pool (``config.parallel_calls = False`` chains them instead).
+* **Depth.** Eager raises ``RecursionError`` where Python's stack runs out; a graph has no such
+  limit (a cyclic list recursed until memory ran out). Each invocation takes the invocations left
+  as its first input and passes one fewer on (``recursion_budget``, fed per call from the caller's
+  stack depth and ``sys.getrecursionlimit()``); none left fails the call's depth assumption and the
+  call runs in Python, which gives eager's answer, ``RecursionError`` included.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
+import sys
 import types
 
+import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.eager.polymorphic_function import atomic_function
@@ -34,6 +42,7 @@ from tensorflow.python.framework import auto_control_deps, ops
 from tensorflow.python.framework import func_graph as func_graph_module
 from tensorflow.python.framework.ops import EagerTensor
 
+from janus.assumptions.checks import Assumption
 from janus.assumptions.specs import merge_shapes
 from janus.config import config
 from janus.graphgen import recursion_grad
@@ -50,6 +59,9 @@ from janus.source.library import is_library_class
 
 _names = itertools.count(1)
 MAX_SAMPLES = 20_000  # tree nodes scanned for attribute types while generating
+# Frames that eager may need below the deepest level, for the ops it calls (a Keras layer's call
+# takes about 36, tf.matmul 12), and the frames between janus's call and the user function.
+SPARE_FRAMES = 100
 
 # Invocations read variables only; ACD must neither chain them nor force them to run.
 auto_control_deps.SKIPPED_ORDER_INSENSITIVE_STATEFUL_OPS = auto_control_deps.SKIPPED_ORDER_INSENSITIVE_STATEFUL_OPS | {
@@ -273,12 +285,18 @@ class RecursiveFunction:
         graph = ops.get_default_graph()
         previous = ctx.last_invoke.get(graph) if not config.parallel_calls else None
         deps = [previous] if previous is not None else []
+        budget, depth = _budget(ctx, self.code)
         with tf.control_dependencies(deps):
             outputs, _frame = _ops().janus_invoke(
-                inputs, Tout=self.outputs.dtypes, output_shapes=recursion_grad.shapes(self.outputs.shapes), f=self.name
+                budget,
+                inputs,
+                Tout=self.outputs.dtypes,
+                output_shapes=recursion_grad.shapes(self.outputs.shapes),
+                f=self.name,
+                depth_assumption=depth.id,
             )
         op = _frame.op
-        resources = [i for i, t in enumerate(inputs) if t.dtype == tf.resource]
+        resources = [i + 1 for i, t in enumerate(inputs) if t.dtype == tf.resource]  # after the budget
         op._set_attr(  # noqa: SLF001 - lets ACD treat the variables as read, not written
             "_read_only_resource_inputs", attr_value_pb2.AttrValue(list=attr_value_pb2.AttrValue.ListValue(i=resources))
         )
@@ -286,6 +304,32 @@ class RecursiveFunction:
         if self.forward is not None:
             recursion_grad.add_to_graphs(self.forward)
         return list(outputs), op
+
+
+# ---------------------------------------------------------------------------- depth
+def recursion_budget(step: int) -> tf.Tensor:
+    """The invocations a call may make, one inside another: fewer than the levels eager could
+    recurse from here before ``RecursionError`` (``step`` Python frames a level, ``SPARE_FRAMES``
+    below the deepest, and a quarter less for frames a C function adds: ``map`` on Python 3.12)."""
+    frame, depth = sys._getframe(1), 0  # noqa: SLF001 - the caller's stack, as eager will have it
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back
+    left = (sys.getrecursionlimit() - depth - SPARE_FRAMES) * 3 // 4 // step
+    return tf.constant(np.int64(max(left, 0)))  # through NumPy: TF caches each Python int it converts
+
+
+def _budget(ctx, code: types.CodeType) -> tuple[tf.Tensor, Assumption]:
+    """The invocations left where a call is placed (the body's own parameter inside a recursive
+    function, else the one fed per call) and the assumption that there are enough."""
+    if ctx.recursion_depth is None:
+        step = max(ctx.profile.recursion_steps.values(), default=1)
+        fed = ctx.computed_input(functools.partial(recursion_budget, step), tf.int64)
+        what = f"the recursion stays within Python's recursion limit ({step} frame(s) a level)"
+        ctx.recursion_depth = (fed, ctx.assumption("recursion depth", what, location(code), final=True))
+    fed, depth = ctx.recursion_depth
+    ctx.assumptions[depth.id] = depth  # again: an abandoned attempt may have dropped it
+    return (ctx.recursion_budgets[-1] if ctx.recursion_budgets else fed), depth
 
 
 # ---------------------------------------------------------------------------- the interpreter's entry
@@ -345,7 +389,7 @@ def call(interp, func: types.FunctionType, arguments: dict[str, object]) -> obje
         rf = _build(interp, func, list(arguments), template, leaves, loc)
         inputs = rf.flat_inputs(leaves, ctx, loc)
     outputs, op = rf.invoke(inputs, ctx)
-    if rf.has_asserts:
+    if rf.has_asserts or not ctx.building:  # an outermost invocation fails where the recursion is too deep
         ctx.assert_ops.append(op)
     ctx.code.call(f"janus_invoke[{rf.name}]", tuple(leaves), {}, None)
     return _pack_outputs(rf.outputs.template, outputs)
@@ -453,14 +497,14 @@ def _trace(interp, func, names, rf: RecursiveFunction, loc: str, probe: bool):
     """The body of ``func`` as a FuncGraph with ``rf.params`` as its parameters."""
     ctx = interp.ctx
     assumptions = dict(ctx.assumptions)  # the probe's assertions are thrown away with its graph
-    specs = [
+    specs = [tf.TensorSpec([], tf.int64)] + [  # the invocations left, then the parameters
         tf.TensorSpec([], tf.int64) if p.kind == "pointer" else tf.TensorSpec(p.shape, p.dtype)
         for p in rf.params
         if p.kind != "static"
     ]
     asserts: list = []
 
-    def body(*placeholders):
+    def body(budget, *placeholders):
         graph = ops.get_default_graph()
         if not probe:  # fixes the order of the captured inputs: the recursive calls pass them in this order
             for t in rf.captures:
@@ -480,6 +524,7 @@ def _trace(interp, func, names, rf: RecursiveFunction, loc: str, probe: bool):
         from janus.graphgen.interpreter import Interpreter  # the interpreter imports this module
 
         ctx.building.append(rf)
+        ctx.recursion_budgets.append(budget)
         ctx.touches.begin_trace(rf)
         ctx.region_depth += 1
         ctx.code.muted += 1
@@ -490,6 +535,7 @@ def _trace(interp, func, names, rf: RecursiveFunction, loc: str, probe: bool):
         finally:
             ctx.code.muted -= 1
             ctx.region_depth -= 1
+            ctx.recursion_budgets.pop()
             ctx.building.pop()
         flat = _output_tensors(result, rf.outputs, loc)
         if asserts:  # the outputs carry the assertions, so an invocation fails when one breaks

@@ -41,6 +41,8 @@ class Profile:
     returns: dict[types.CodeType, set[type]] = dataclasses.field(default_factory=lambda: collections.defaultdict(set))
     heap_reads: dict[tuple, list[object]] = dataclasses.field(default_factory=lambda: collections.defaultdict(list))
     trip_counts: dict[tuple[types.CodeType, int], list[int]] = dataclasses.field(default_factory=dict)
+    # per code object seen calling itself, the most Python frames between one level and the next
+    recursion_steps: dict[types.CodeType, int] = dataclasses.field(default_factory=dict)
     # the first RETURN_SAMPLES return values per code object: recursive functions declare outputs from them
     return_observations: dict[types.CodeType, list[Observation]] = dataclasses.field(
         default_factory=lambda: collections.defaultdict(list)

@@ -19,6 +19,7 @@ from janus.profiler.profile import RETURN_SAMPLES, CallRecord, Profile
 from janus.source.library import is_library_code
 
 _active = threading.local()
+_MAX_STEP = 8  # frames a level looked through (more: only functions janus refuses as mutual recursion)
 
 
 class _Recorder:
@@ -35,7 +36,19 @@ class _Recorder:
         caller = frame.f_back
         if caller is not None and not is_library_code(caller.f_code):
             self.profile.callees[(caller.f_code, caller.f_lineno)].add(frame.f_code)
+            self._recursion_step(frame, caller)
         return self.local_trace
+
+    def _recursion_step(self, frame: types.FrameType, caller: types.FrameType) -> None:
+        """Where ``frame`` runs a function already running in the user frames above it: how many
+        frames one level of that recursion takes (a call through a generator expression: two)."""
+        code, step = frame.f_code, 1
+        while caller is not None and step <= _MAX_STEP and not is_library_code(caller.f_code):
+            if caller.f_code is code:
+                steps = self.profile.recursion_steps
+                steps[code] = max(steps.get(code, 0), step)
+                return
+            caller, step = caller.f_back, step + 1
 
     def local_trace(self, frame: types.FrameType, event: str, arg: object):
         if event == "exception":  # a `return` event that follows without a `line` is the frame unwinding
