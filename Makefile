@@ -7,6 +7,10 @@ STAMP := $(VENV)/.janus-setup
 OPS_STAMP := $(VENV)/.janus-ops
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONUNBUFFERED := 1
+# Test processes (pytest-xdist): one a core, at most 4 (each holds a TensorFlow runtime).
+JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n > 4 ? 4 : n )))
+# `make test SKIP_SLOW=1` leaves out the tests marked slow (CI does, on Python 3.12 and 3.13).
+SLOW := $(if $(SKIP_SLOW), and not slow)
 
 .PHONY: setup ops horovod test test-keras3 test-legacy-keras demo bench bench-quick lint clean
 
@@ -35,11 +39,11 @@ horovod: setup
 test: ops test-keras3 test-legacy-keras
 
 test-keras3: ops
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(JOBS) $(if $(SKIP_SLOW),-m "not slow") tests
 
 # The Keras flavour is fixed at import: the Keras-dependent tests run again under Keras 2.
 test-legacy-keras: ops
-	TF_USE_LEGACY_KERAS=1 $(PY) -m pytest -q -m keras tests
+	TF_USE_LEGACY_KERAS=1 $(PY) -m pytest -q -n $(JOBS) -m "keras$(SLOW)" tests
 
 demo: ops
 	$(PY) examples/demo.py

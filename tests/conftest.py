@@ -9,7 +9,11 @@ import janus  # noqa: E402
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "keras: uses Keras; CI runs it under Keras 3 and Keras 2 (tf_keras)")
-    config.addinivalue_line("markers", "slow: a soak or long-running test (make test and CI run it)")
+    config.addinivalue_line(
+        "markers",
+        "slow: a soak or long-running test (over ~15 s): make test runs it; `make test SKIP_SLOW=1` (CI on "
+        "Python 3.12 and 3.13) leaves it out",
+    )
 
 
 @pytest.fixture(autouse=True)

@@ -277,6 +277,7 @@ def _leaves(node: Node) -> list[Node]:
 
 
 @pytest.mark.parametrize("words", [(25,), (25, -1), (25, 3.0)], ids=["gather", "two gathers", "gather and type"])
+@pytest.mark.slow
 def test_errors_in_subtrees_of_a_forest_leave_eagers_exception_and_state(words):
     """One or two leaves of a forest of training trees hold a word out of the embedding's range
     (tf.gather raises: no assumption) or a float word (a heap read's type check fails): eager's
@@ -304,6 +305,7 @@ def test_errors_in_subtrees_of_a_forest_leave_eagers_exception_and_state(words):
         assert stats["graph_calls"] - before >= 3 and stats["fallbacks"] + stats["assumption_failures"] >= 1, stats
 
 
+@pytest.mark.slow
 def test_a_gather_error_in_a_subtree_after_a_rebuild_keeps_graphs_serving():
     """A word out of range, a float word (an assumption: the graph is rebuilt), a word out of
     range again: the last error's message names the callee's ``cond/embedding_lookup`` in

@@ -535,6 +535,7 @@ _KIND_PROBES = {
     ],
     ids=["int", "float", "bool"],
 )
+@pytest.mark.slow
 def test_optional_leaf_numbers_of_each_kind(probe, values):
     if (type(values[0]), probe) in {(float, "fill_dims"), (bool, "fill_dims"), (bool, "range"), (bool, "compare")}:
         pytest.skip("eager raises on every call (or janus converts no such use): no graph to compare")

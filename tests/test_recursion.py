@@ -98,6 +98,7 @@ def test_degenerate_linear_trees_200_deep():
     assert janus.stats(jitted)["graphs_built"] == 1
 
 
+@pytest.mark.slow
 def test_trees_deeper_than_pythons_default_recursion_limit():
     """Depth is bounded by eager (the Python recursion limit), not by janus: the invocations are
     asynchronous kernels, so 1,100 nested calls and their gradients hold no C++ stack."""
@@ -256,6 +257,7 @@ def keras_optimizer_program():
 
 
 @pytest.mark.keras
+@pytest.mark.slow
 def test_keras_optimizer_step_in_the_same_graph_as_the_recursion():
     """The forward pass reads the weights before the optimizer's updates (see runner._call_options).
 
@@ -371,6 +373,7 @@ def test_sparse_gradients_build_a_backward_without_zero_gradients_for_intermedia
     assert zeros == []
 
 
+@pytest.mark.slow
 def test_a_forest_with_one_node_of_another_type_reports_the_assumption_never_a_cancellation():
     """Many invocations run in parallel; one fails a heap read's type check deep in one tree and
     the step cancels the others. The failure, not a sibling's cancellation, must reach the runner

@@ -125,7 +125,8 @@ def test_property_scatters_then_a_lookup_that_may_raise(kinds, ids, js):
         (tf.constant(i), tf.constant(np.full((3, 2), n + 0.5, np.float32)), tf.constant(j))
         for n, (i, j) in enumerate([*profiled, *zip(ids, js)])
     ]
-    run_differential(make, calls, min_graph_calls=1)
+    # a graph serves a call only where eager's lookup does not raise (j < 3; all six j may be 3 or 4)
+    run_differential(make, calls, min_graph_calls=1 if any(j < 3 for j in js) else 0)
 
 
 @pytest.mark.keras

@@ -7,6 +7,7 @@ with a serial eager run, and joins its threads with a timeout, so a deadlock fai
 import threading
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import janus
@@ -169,6 +170,7 @@ print(out, box.n, len(box.seen))
 }
 
 
+@pytest.mark.slow
 def test_calls_that_wait_on_other_threads_never_deadlock(tmp_path):
     import os
     import subprocess

@@ -35,7 +35,14 @@ def run_example(name: str, tmp_path: Path, *flags: str) -> dict:
 
 
 @pytest.mark.keras
-@pytest.mark.parametrize("name", ["mnist_cnn", "rnn_lm", "subclassed_model", "gpt_decoder", "recurrent_cell_enable"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        *(pytest.param(name, marks=pytest.mark.slow) for name in ("mnist_cnn", "rnn_lm", "gpt_decoder")),
+        "subclassed_model",  # one example for every Python in CI (3.12+ watch calls with sys.monitoring)
+        pytest.param("recurrent_cell_enable", marks=pytest.mark.slow),
+    ],
+)
 def test_examples_give_the_same_loss_and_weights_with_enable(name, tmp_path):
     plain = run_example(name, tmp_path)
     transparent = run_example(name, tmp_path, "--janus")
