@@ -162,9 +162,9 @@ tensorflow::Status FirstStepError(OpKernelContext* ctx) {
 // JanusAssert) reports that node's error, recorded for the step, where there is one: otherwise the
 // executor above could take the cancellation, if it arrives first, as the step's error, and the
 // program would see CancelledError instead of eager's exception. Without a record the status is
-// marked derived, as TF's executor marks its own nodes'. Any other error is recorded, and the
-// recorded one passed up: each level's executor adds its node to the message, which then grew
-// with the depth (a failure 700 levels down logged thousands of lines, once per level aborting).
+// marked derived, as TF's executor marks its own nodes'. Any other error is recorded; a failed
+// assumption is passed up as its first line only: each level's executor adds its node to the
+// message, which then grew with the depth (a failure 700 levels down logged thousands of lines).
 tensorflow::Status Derived(OpKernelContext* ctx, const tensorflow::Status& status) {
   tensorflow::CancellationManager* cm = ctx->cancellation_manager();
   if (cm != nullptr && cm->IsCancelled() && (absl::IsCancelled(status) || absl::IsAborted(status))) {
@@ -174,8 +174,11 @@ tensorflow::Status Derived(OpKernelContext* ctx, const tensorflow::Status& statu
   }
   if (tsl::StatusGroup::IsDerived(status)) return status;
   RecordStepError(ctx, status);
-  tensorflow::Status first = FirstStepError(ctx);
-  return first.ok() ? status : first;
+  absl::string_view message = status.message();
+  if (absl::StartsWith(message, "JANUS_ASSUMPTION_FAILED:")) {
+    return tensorflow::Status(status.code(), message.substr(0, message.find('\n')));
+  }
+  return status;
 }
 
 // Runs the callee with the kernel's own step resources (rendezvous, cancellation, runner).

@@ -32,6 +32,7 @@ from janus import distributed
 from janus.assumptions.specs import ArgSpec, ConstArg, ObjectArg, SeqArg, derive, item_key, list_pointer_keys
 from janus.config import config
 from janus.diagnostics import dump, logs
+from janus.executor import depth
 from janus.executor.cache import GraphCache
 from janus.executor.cost import CostProbe
 from janus.executor.runner import AssumptionFailed, GraphRunner
@@ -40,6 +41,7 @@ from janus.graphgen import later
 from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConvertible, RaisesHere, StrictModeError
 from janus.graphgen.generate import generate
 from janus.graphgen.interpreter import is_convertible_entry
+from janus.graphgen.recursion import RECURSION_DEPTH
 from janus.graphgen.source import location
 from janus.ops import build
 from janus.partial import segment_called, split_function, statement_line
@@ -362,14 +364,18 @@ class JitFunction:
         key = assumption.key if assumption else f"assumption {assumption_id}"
         self.stats.count("assumption_failures", "fallbacks")
         self._fell_back("assertion", f"JanusAssert failed: {assumption.description if assumption else key}")
+        if key == RECURSION_DEPTH:  # a deep call: eager's stack as the user's own call would have it
+            eager = lambda: depth.run_uncounted(lambda: self._eager_timed(args, kwargs))  # noqa: E731
+        else:
+            eager = lambda: self._eager_timed(args, kwargs)  # noqa: E731
         if key in runner.graph.tolerated:  # rebuilding made this graph again: this call is eager's alone
-            return self._eager_timed(args, kwargs)
+            return eager()
         if assumption is not None and assumption.final:  # no other graph could serve it
             with self._lock:
                 if key not in runner.graph.tolerated:
                     runner.graph.tolerated.add(key)
                     self._fail(key, f"JanusAssert failed: {assumption.description} (such calls run eagerly)")
-            return self._eager_timed(args, kwargs)
+            return eager()
         if self._over_budget():  # the graph stays for the calls it serves; no new one for this call
             self._say_over_budget()  # counted as an assertion above: that is why this call is eager's
             return self._eager_timed(args, kwargs)

@@ -62,6 +62,7 @@ MAX_SAMPLES = 20_000  # tree nodes scanned for attribute types while generating
 # Frames that eager may need below the deepest level, for the ops it calls (a Keras layer's call
 # takes about 36, tf.matmul 12), and the frames between janus's call and the user function.
 SPARE_FRAMES = 100
+RECURSION_DEPTH = "recursion depth"  # the key of the assumption that a call's recursion fits the budget
 
 # Invocations read variables only; ACD must neither chain them nor force them to run.
 auto_control_deps.SKIPPED_ORDER_INSENSITIVE_STATEFUL_OPS = auto_control_deps.SKIPPED_ORDER_INSENSITIVE_STATEFUL_OPS | {
@@ -315,18 +316,28 @@ def recursion_budget(step: int) -> tf.Tensor:
     while frame is not None:
         depth += 1
         frame = frame.f_back
-    left = (sys.getrecursionlimit() - depth - SPARE_FRAMES) * 3 // 4 // step
-    return tf.constant(np.int64(max(left, 0)))  # through NumPy: TF caches each Python int it converts
+    left = max((sys.getrecursionlimit() - depth - SPARE_FRAMES) * 3 // 4 // step, 0)
+    tensor = _budgets.get(left)
+    if tensor is None:  # a call site's budget is the same every call: converting it cost 15-35 µs
+        if len(_budgets) >= 256:
+            _budgets.clear()
+        with tf.init_scope():  # eager, whatever graph the caller builds: cached for every call
+            tensor = _budgets[left] = tf.constant(np.int64(left))
+    return tensor
+
+
+_budgets: dict[int, tf.Tensor] = {}  # recursion_budget's tensors, by value
 
 
 def _budget(ctx, code: types.CodeType) -> tuple[tf.Tensor, Assumption]:
     """The invocations left where a call is placed (the body's own parameter inside a recursive
     function, else the one fed per call) and the assumption that there are enough."""
     if ctx.recursion_depth is None:
-        step = max(ctx.profile.recursion_steps.values(), default=1)
+        cycle, steps = cycle_codes(ctx.profile), ctx.profile.recursion_steps
+        step = max([steps.get(code, len(cycle)) for code in cycle], default=1)  # unmeasured: every function a frame
         fed = ctx.computed_input(functools.partial(recursion_budget, step), tf.int64)
         what = f"the recursion stays within Python's recursion limit ({step} frame(s) a level)"
-        ctx.recursion_depth = (fed, ctx.assumption("recursion depth", what, location(code), final=True))
+        ctx.recursion_depth = (fed, ctx.assumption(RECURSION_DEPTH, what, location(code), final=True))
     fed, depth = ctx.recursion_depth
     ctx.assumptions[depth.id] = depth  # again: an abandoned attempt may have dropped it
     return (ctx.recursion_budgets[-1] if ctx.recursion_budgets else fed), depth

@@ -19,7 +19,7 @@ from janus.profiler.profile import RETURN_SAMPLES, CallRecord, Profile
 from janus.source.library import is_library_code
 
 _active = threading.local()
-_MAX_STEP = 8  # frames a level looked through (more: only functions janus refuses as mutual recursion)
+_MAX_STEP = 64  # frames a level looked through (janus.graphgen.recursion assumes more where none was found)
 
 
 class _Recorder:
