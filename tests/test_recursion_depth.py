@@ -37,6 +37,16 @@ def total(link):
     return tf.constant(float(link.count)) + total(link.rest)
 
 
+def total_child_first(link):
+    """The recursive call before any op: eager's RecursionError strikes at a call of it, never inside
+    TensorFlow (where ``total``'s ``tf.constant`` at the deepest level can meet it: TensorFlow's
+    conversion then crashes the process at some stack depths, in plain eager too)."""
+    if link.rest is None:
+        return tf.constant(float(link.count))
+    rest = total_child_first(link.rest)
+    return tf.constant(float(link.count)) + rest
+
+
 def total_through_generator(link):
     """Two frames a level: the function and its generator expression."""
     if link.rest is None:
@@ -70,7 +80,7 @@ def stack_depth() -> int:
 def test_deeper_than_the_limit_raises_and_the_graph_serves_the_rest():
     def make():
         lists = [chain(5, i) for i in range(6)] + [chain(sys.getrecursionlimit() + 200)]
-        return (lambda i: total(lists[i])), lambda: None
+        return (lambda i: total_child_first(lists[i])), lambda: None
 
     calls = [(i,) for i in range(6)] + [(6,)] + [(i,) for i in range(6)] + [(6,), (2,)]
     jitted = run_differential(make, calls, min_graph_calls=8)
@@ -141,3 +151,32 @@ def test_budget_is_below_what_eager_reaches(limit):
         with pytest.raises(RecursionError):
             down(1)
         assert budget + recursion.SPARE_FRAMES // 2 < deepest
+
+
+def test_state_after_a_call_that_runs_out_is_eagers():
+    """A training-loop shape: a Python log, a counter attribute and a variable updated around the
+    recursion. The call that runs out of depth re-runs eagerly: nothing of the graph's attempt may be
+    left behind (no log line, update or count twice), and the calls after it are served again."""
+
+    def make():
+        lists = [chain(5, i) for i in range(6)] + [chain(sys.getrecursionlimit() + 50)]
+        seen = tf.Variable(0.0)
+        log: list = []
+
+        class Meter:
+            def __init__(self):
+                self.calls = 0
+
+        meter = Meter()
+
+        def step(i):
+            seen.assign_add(1.0)
+            value = total_child_first(lists[i])
+            meter.calls += 1
+            log.append(i)
+            return value * 2.0
+
+        return step, lambda: (float(seen.numpy()), list(log), meter.calls)
+
+    calls = [(i,) for i in range(6)] + [(6,), (3,), (6,), (1,), (4,)]
+    run_differential(make, calls, min_graph_calls=3)
