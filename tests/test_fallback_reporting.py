@@ -1,6 +1,7 @@
 """[generalize] Loud fallbacks: a function that becomes imperative says so once, at the default log
 level, with the reason; ``strict`` raises instead; ``tf.config.run_functions_eagerly`` is honoured."""
 
+import linecache
 import logging
 import time
 
@@ -146,3 +147,39 @@ def test_an_internal_error_is_its_own_kind(monkeypatch):
     for _ in range(5):
         jitted(tf.constant(1.0))
     assert janus.driver.resolve(jitted).imperative_kind == "internal error"
+
+
+def test_lines_of_another_program_under_the_same_file_name_are_not_read(caplog, monkeypatch):
+    """Python 3.13 keeps `python -c`'s program in linecache as ``<string>`` (pytest-xdist's workers are
+    such programs), the name exec gives code too: janus must not build from those lines."""
+    monkeypatch.setitem(
+        linecache.cache, "<string>", (40, None, ["def scaled(x):\n", "    return x * 3.0\n"], "<string>")
+    )
+    namespace: dict = {}
+    exec("def scaled(x):\n    return x * 2.0\n", {}, namespace)  # noqa: S102 - the shape under test
+    jitted = janus.jit(namespace["scaled"])
+    with caplog.at_level(logging.WARNING, logger="janus"):
+        results = [float(jitted(tf.constant(float(i)))) for i in range(6)]
+    assert results == [2.0 * i for i in range(6)]
+    assert "source unavailable" in janus.explain(jitted)
+
+
+@pytest.mark.parametrize(
+    "found",
+    [
+        "def other(x):\n    return x * 3.0\n",  # another function's name
+        "def scaled(x, y=1.0):\n    return x * 3.0\n",  # another signature
+        "import sys\n",  # not a definition at all
+    ],
+)
+def test_a_file_whose_lines_are_not_the_functions_gives_eagers_answers(found, monkeypatch, tmp_path):
+    """The lines linecache holds for a file name are not the function's (a file rewritten since, or
+    another program under its name): janus reads them as unavailable, never builds from them."""
+    filename = str(tmp_path / "edited.py")
+    monkeypatch.setitem(linecache.cache, filename, (len(found), None, found.splitlines(True), filename))
+    namespace: dict = {}
+    exec(compile("def scaled(x):\n    return x * 2.0\n", filename, "exec"), {}, namespace)  # noqa: S102
+    jitted = janus.jit(namespace["scaled"])
+    results = [float(jitted(tf.constant(float(i)))) for i in range(6)]
+    assert results == [2.0 * i for i in range(6)]
+    assert janus.stats(jitted)["graph_calls"] == 0

@@ -49,14 +49,12 @@ def _function_ast_from_source(code: types.CodeType) -> gast.FunctionDef:
     (``return <body>``). A lambda whose lines do not parse on their own (an item of a dict literal
     that spans lines) is found in its whole file.
     """
+    if code.co_filename in _SHARED_FILE_NAMES:
+        raise _source_unavailable(code, f"{code.co_filename} names no one source")
     try:
         lines, first = inspect.getsourcelines(code)
     except (OSError, TypeError, SyntaxError, UnicodeDecodeError, tokenize.TokenError) as err:
-        raise NotConvertible(
-            f"source unavailable ({type(err).__name__}: {err}); janus reads a function's source: define it in a "
-            ".py file (not `python -c`, the REPL or exec)",
-            location(code),
-        ) from None
+        raise _source_unavailable(code, f"{type(err).__name__}: {err}") from None
     try:
         tree = gast.parse(textwrap.dedent("".join(lines)))
     except (SyntaxError, ValueError):
@@ -73,9 +71,40 @@ def _function_ast_from_source(code: types.CodeType) -> gast.FunctionDef:
         except NotConvertible:  # several alike on the line: the file's columns tell them apart
             return _lambda_def(_file_tree(code), code, exact_columns=True)
     node = tree.body[0]
+    if isinstance(node, gast.FunctionDef) and (node.name, _param_names(node.args)) != (code.co_name, _params(code)):
+        raise _source_unavailable(code, f"the lines there define another function, {node.name}")
+    if isinstance(node, gast.AsyncFunctionDef):
+        raise NotConvertible("unsupported definition AsyncFunctionDef", location(code))
     if not isinstance(node, gast.FunctionDef):
-        raise NotConvertible(f"unsupported definition {type(node).__name__}", location(code))
+        raise _source_unavailable(code, f"the lines there are no definition but {type(node).__name__}")
     return node
+
+
+def _params(code: types.CodeType) -> list[str]:
+    """The names of ``code``'s parameters, ``*args`` and ``**kwargs`` included, in order."""
+    count = code.co_argcount + code.co_kwonlyargcount
+    count += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    return list(code.co_varnames[:count])
+
+
+def _param_names(args: gast.arguments) -> list[str]:
+    """The parameter names of a gast ``arguments``, in the order code objects list them."""
+    named = [a.id for a in args.posonlyargs + args.args + args.kwonlyargs]
+    return named + [a.id for a in (args.vararg, args.kwarg) if a is not None]
+
+
+# File names that exec, eval and compile give code by default, and that Python 3.13 gives the
+# program of `python -c` in linecache (pytest-xdist's workers are such programs): the lines
+# linecache holds under them may be another program's, so janus reads no source there.
+_SHARED_FILE_NAMES = frozenset({"<string>"})
+
+
+def _source_unavailable(code: types.CodeType, why: str) -> NotConvertible:
+    return NotConvertible(
+        f"source unavailable ({why}); janus reads a function's source: define it in a "
+        ".py file (not `python -c`, the REPL or exec)",
+        location(code),
+    )
 
 
 def _file_tree(code: types.CodeType) -> gast.AST:
@@ -103,7 +132,9 @@ def _lambda_def(tree: gast.AST, code: types.CodeType, exact_columns: bool = Fals
     ]
     if len(candidates) > 1 and exact_columns:
         candidates = [n for n in candidates if _holds_positions(n.body, code)]
-    if len(candidates) != 1:
+    if not candidates:
+        raise _source_unavailable(code, "no lambda with its parameters on that line")
+    if len(candidates) > 1:
         raise NotConvertible("lambda cannot be told apart from others on its line", location(code))
     node = candidates[0]
     body = [gast.copy_location(gast.Return(value=node.body), node.body)]
