@@ -9,11 +9,14 @@ trace function on frame entry, for this thread and only while generating) and st
 user code, before its first line runs, so nothing of it happens. It also stops at an op-seeded
 stateful random op, whose stream lives in eager's kernel cache and cannot continue in a graph
 (tf.data's seeds excepted: a dataset's seed generator is made each run, as each eager construction makes it).
+The cyclic garbage collector waits meanwhile: the finalizers of unrelated user objects it would
+run are user code too, and must run, as in eager, rather than stop the generation.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import sys
 import types
 from collections.abc import Iterator
@@ -94,6 +97,8 @@ def library_call(label: str, loc: str) -> Iterator[None]:
             raise _UserCodeReached(violation[-1])
 
     previous = sys.gettrace()
+    collecting = gc.isenabled()
+    gc.disable()  # a collection now would run user finalizers (__del__, a generator's finally) here
     sys.settrace(hook)  # called for each new Python frame only (not for C calls): cheap
     try:
         yield
@@ -101,5 +106,7 @@ def library_call(label: str, loc: str) -> Iterator[None]:
         pass
     finally:
         sys.settrace(previous)
+        if collecting:
+            gc.enable()
     if violation:
         raise NotConvertible(f"{label}() would run {violation[0]} while the graph is built", loc)
