@@ -183,3 +183,17 @@ def test_a_file_whose_lines_are_not_the_functions_gives_eagers_answers(found, mo
     results = [float(jitted(tf.constant(float(i)))) for i in range(6)]
     assert results == [2.0 * i for i in range(6)]
     assert janus.stats(jitted)["graph_calls"] == 0
+
+
+def test_an_async_def_runs_eagerly_without_raising():
+    """janus.jit on a coroutine function: eager's coroutines, every call (an earlier version raised
+    NotConvertible from the third call on, while looking for a statement to run after the graph)."""
+    import asyncio
+
+    async def doubled(t):
+        return t * 2.0
+
+    jitted = janus.jit(doubled)
+    results = [float(asyncio.run(jitted(tf.constant(float(i))))) for i in range(6)]
+    assert results == [2.0 * i for i in range(6)]
+    assert "generators and coroutines run imperatively" in janus.explain(jitted)

@@ -73,3 +73,12 @@ def test_a_lambda_made_by_eval_runs_eagerly():
 
     jitted = run_differential(make, [(vec(1.0, i),) for i in range(5)], min_graph_calls=0)
     assert "source unavailable" in janus.explain(jitted)
+
+
+def test_a_lambda_with_positional_only_parameters_gets_a_graph():
+    def make():
+        scaled = lambda t, /: t * 4.0  # noqa: E731 - the shape under test
+
+        return scaled, lambda: None
+
+    run_differential(make, [(vec(1.0, i),) for i in range(6)], min_graph_calls=2)

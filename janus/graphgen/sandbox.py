@@ -9,15 +9,17 @@ trace function on frame entry, for this thread and only while generating) and st
 user code, before its first line runs, so nothing of it happens. It also stops at an op-seeded
 stateful random op, whose stream lives in eager's kernel cache and cannot continue in a graph
 (tf.data's seeds excepted: a dataset's seed generator is made each run, as each eager construction makes it).
-The cyclic garbage collector waits meanwhile: the finalizers of unrelated user objects it would
-run are user code too, and must run, as in eager, rather than stop the generation.
+User code that runs inside a library call without the library calling it runs as in eager: the
+finalizers a garbage collection runs there, and Python signal handlers.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import signal
 import sys
+import threading
 import types
 from collections.abc import Iterator
 
@@ -69,6 +71,30 @@ def _seeds_a_dataset(frame: types.FrameType) -> bool:
     )
 
 
+_collecting: set[int] = set()  # the threads inside a garbage collection (gc.callbacks)
+
+
+def _note_collection(phase: str, info: dict) -> None:
+    """A collection runs the finalizers (``__del__``, a generator's ``finally``, weakref callbacks) of
+    whatever garbage it frees, in the thread that triggered it: that user code is no library's call."""
+    if phase == "start":
+        _collecting.add(threading.get_ident())
+    else:
+        _collecting.discard(threading.get_ident())
+
+
+def _handles_a_signal(code: types.CodeType) -> bool:
+    """Whether ``code`` is a Python signal handler's: Python runs it between any two bytecodes of the
+    main thread, a library's included, as eager does."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    for signum in signal.valid_signals():
+        handler = signal.getsignal(signum)
+        if getattr(getattr(handler, "__func__", handler), "__code__", None) is code:
+            return True
+    return False
+
+
 @contextlib.contextmanager
 def library_call(label: str, loc: str) -> Iterator[None]:
     """Runs a library call that must not reach user code or op-seeded RNG; else NotConvertible."""
@@ -79,8 +105,19 @@ def library_call(label: str, loc: str) -> Iterator[None]:
         _LEGACY_SEED = _legacy_seed_code()
     get_seed, legacy_seed = _GET_SEED, _LEGACY_SEED
     violation: list[str] = []
+    unasked: list[types.FrameType] = []  # the user frame running although the library did not call it
+    if _note_collection not in gc.callbacks:
+        gc.callbacks.append(_note_collection)
+
+    def _leave_unasked(frame: types.FrameType, event: str, arg: object) -> object:
+        if event == "return" and unasked and frame is unasked[-1]:
+            unasked.pop()
+            return None
+        return _leave_unasked
 
     def hook(frame: types.FrameType, event: str, arg: object) -> None:
+        if unasked:  # inside user code the library did not call: it runs as in eager
+            return None
         code = frame.f_code
         if code is legacy_seed:
             if getattr(frame.f_locals.get("self"), "_seed", None) is not None:
@@ -93,12 +130,13 @@ def library_call(label: str, loc: str) -> Iterator[None]:
                 raise _UserCodeReached(violation[-1])
             return
         if _is_user_code(code):
+            if threading.get_ident() in _collecting or _handles_a_signal(code):
+                unasked.append(frame)
+                return _leave_unasked
             violation.append(f"user code {code.co_qualname if hasattr(code, 'co_qualname') else code.co_name}")
             raise _UserCodeReached(violation[-1])
 
     previous = sys.gettrace()
-    collecting = gc.isenabled()
-    gc.disable()  # a collection now would run user finalizers (__del__, a generator's finally) here
     sys.settrace(hook)  # called for each new Python frame only (not for C calls): cheap
     try:
         yield
@@ -106,7 +144,5 @@ def library_call(label: str, loc: str) -> Iterator[None]:
         pass
     finally:
         sys.settrace(previous)
-        if collecting:
-            gc.enable()
     if violation:
         raise NotConvertible(f"{label}() would run {violation[0]} while the graph is built", loc)

@@ -71,7 +71,9 @@ def _function_ast_from_source(code: types.CodeType) -> gast.FunctionDef:
         except NotConvertible:  # several alike on the line: the file's columns tell them apart
             return _lambda_def(_file_tree(code), code, exact_columns=True)
     node = tree.body[0]
-    if isinstance(node, gast.FunctionDef) and (node.name, _param_names(node.args)) != (code.co_name, _params(code)):
+    if isinstance(node, gast.FunctionDef) and not _same_names(
+        [node.name, *_param_names(node.args)], [code.co_name, *_params(code)]
+    ):
         raise _source_unavailable(code, f"the lines there define another function, {node.name}")
     if isinstance(node, gast.AsyncFunctionDef):
         raise NotConvertible("unsupported definition AsyncFunctionDef", location(code))
@@ -91,6 +93,15 @@ def _param_names(args: gast.arguments) -> list[str]:
     """The parameter names of a gast ``arguments``, in the order code objects list them."""
     named = [a.id for a in args.posonlyargs + args.args + args.kwonlyargs]
     return named + [a.id for a in (args.vararg, args.kwarg) if a is not None]
+
+
+def _same_names(written: list[str], compiled: list[str]) -> bool:
+    """Whether the names of a definition's source are its code's: equal, or a private name
+    (``__t``) as a class body mangles it (``_C__t``)."""
+    return len(written) == len(compiled) and all(
+        w == c or (w.startswith("__") and not w.endswith("__") and c.startswith("_") and c.endswith(w))
+        for w, c in zip(written, compiled)
+    )
 
 
 # File names that exec, eval and compile give code by default, and that Python 3.13 gives the
@@ -128,7 +139,7 @@ def _lambda_def(tree: gast.AST, code: types.CodeType, exact_columns: bool = Fals
         for n in gast.walk(tree)
         if isinstance(n, gast.Lambda)
         and n.lineno == code.co_firstlineno
-        and [a.id for a in n.args.args + n.args.kwonlyargs] == params
+        and _same_names([a.id for a in n.args.posonlyargs + n.args.args + n.args.kwonlyargs], params)
     ]
     if len(candidates) > 1 and exact_columns:
         candidates = [n for n in candidates if _holds_positions(n.body, code)]

@@ -24,6 +24,7 @@ import gast
 from janus import distributed
 from janus.config import config
 from janus.executor.cost import CostProbe
+from janus.graphgen.errors import NotConvertible
 from janus.graphgen.source import function_ast, register_ast
 from janus.partial import split
 
@@ -139,7 +140,10 @@ def statement_line(jf, where: str) -> int | None:
         return None
     line = int(number)
     code = jf.fn.__code__
-    node = function_ast(code)
+    try:
+        node = function_ast(code)
+    except NotConvertible:  # no source of its own to split (an async def): no statement either
+        return None
     first, last = node.body[0].lineno, node.body[-1].end_lineno
     if filename == code.co_filename and first <= line <= last:
         return line
