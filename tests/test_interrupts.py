@@ -42,7 +42,16 @@ def interrupt_after(delay: float) -> threading.Thread:
     return thread
 
 
-def test_an_interrupted_graph_call_commits_whole_or_not_at_all():
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt during the test, as in an interactive Python. A process started
+    in the background by a shell without job control (`make test &`) inherits SIGINT ignored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_an_interrupted_graph_call_commits_whole_or_not_at_all(ctrl_c_raises):
     trainer = Trainer()
     jitted = janus.jit(Trainer.step)
     x = tf.ones([200, 200])
