@@ -67,14 +67,23 @@ def test_run_functions_eagerly_is_honoured():
     assert len(calls) == 6 and janus.stats(jitted)["calls"] == 0
 
 
+def _scaled_by_exec(filename: str = "<string>"):
+    """``scaled(x) = x * 2.0``, compiled by exec under ``filename``, jitted."""
+    namespace: dict = {}
+    exec(compile("def scaled(x):\n    return x * 2.0\n", filename, "exec"), {}, namespace)  # noqa: S102
+    return janus.jit(namespace["scaled"])
+
+
+def _doubled_six_times(jitted) -> None:
+    """Six calls: eager's answers whether or not a graph served them."""
+    assert [float(jitted(tf.constant(float(i)))) for i in range(6)] == [2.0 * i for i in range(6)]
+
+
 def test_a_function_without_source_says_so_once_with_the_fix(caplog):
     """Defined through exec (as in `python -c` or the REPL): eager's answers, one warning saying why."""
-    namespace: dict = {}
-    exec("def scaled(x):\n    return x * 2.0\n", {}, namespace)  # noqa: S102 - the shape under test
-    jitted = janus.jit(namespace["scaled"])
+    jitted = _scaled_by_exec()
     with caplog.at_level(logging.WARNING, logger="janus"):
-        results = [float(jitted(tf.constant(float(i)))) for i in range(6)]
-    assert results == [2.0 * i for i in range(6)]
+        _doubled_six_times(jitted)
     warnings = [r.getMessage() for r in caplog.records if "runs imperatively" in r.getMessage()]
     assert len(warnings) == 1 and "source unavailable" in warnings[0] and ".py file" in warnings[0], warnings
 
@@ -155,12 +164,9 @@ def test_lines_of_another_program_under_the_same_file_name_are_not_read(caplog, 
     monkeypatch.setitem(
         linecache.cache, "<string>", (40, None, ["def scaled(x):\n", "    return x * 3.0\n"], "<string>")
     )
-    namespace: dict = {}
-    exec("def scaled(x):\n    return x * 2.0\n", {}, namespace)  # noqa: S102 - the shape under test
-    jitted = janus.jit(namespace["scaled"])
+    jitted = _scaled_by_exec()
     with caplog.at_level(logging.WARNING, logger="janus"):
-        results = [float(jitted(tf.constant(float(i)))) for i in range(6)]
-    assert results == [2.0 * i for i in range(6)]
+        _doubled_six_times(jitted)
     assert "source unavailable" in janus.explain(jitted)
 
 
@@ -177,11 +183,8 @@ def test_a_file_whose_lines_are_not_the_functions_gives_eagers_answers(found, mo
     another program under its name): janus reads them as unavailable, never builds from them."""
     filename = str(tmp_path / "edited.py")
     monkeypatch.setitem(linecache.cache, filename, (len(found), None, found.splitlines(True), filename))
-    namespace: dict = {}
-    exec(compile("def scaled(x):\n    return x * 2.0\n", filename, "exec"), {}, namespace)  # noqa: S102
-    jitted = janus.jit(namespace["scaled"])
-    results = [float(jitted(tf.constant(float(i)))) for i in range(6)]
-    assert results == [2.0 * i for i in range(6)]
+    jitted = _scaled_by_exec(filename)
+    _doubled_six_times(jitted)
     assert janus.stats(jitted)["graph_calls"] == 0
 
 
@@ -209,8 +212,5 @@ def test_a_file_rewritten_with_the_same_signature_gives_eagers_answers(monkeypat
     filename = str(tmp_path / "edited.py")
     rewritten = "def scaled(x):\n    return x * 3.0\n"
     monkeypatch.setitem(linecache.cache, filename, (len(rewritten), None, rewritten.splitlines(True), filename))
-    namespace: dict = {}
-    exec(compile("def scaled(x):\n    return x * 2.0\n", filename, "exec"), {}, namespace)  # noqa: S102
-    jitted = janus.jit(namespace["scaled"])
-    results = [float(jitted(tf.constant(float(i)))) for i in range(6)]
-    assert results == [2.0 * i for i in range(6)]
+    jitted = _scaled_by_exec(filename)
+    _doubled_six_times(jitted)
