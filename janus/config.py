@@ -35,6 +35,8 @@ class Config:
             a guarded shape), behind a JanusAssert (off: always ``tf.while_loop``). An ablation switch.
         parallel_calls: independent invocations of a recursive function (the two subtrees of
             a node) run in parallel (off: chained in program order). An ablation switch.
+        trim_functions: recursive graph functions run without the nodes that only forward a
+            tensor (``janus.graphgen.function_trim``). An ablation switch.
         max_unroll: loops longer than this are converted to ``tf.while_loop`` instead.
         hot_calls: with ``janus.enable()``, calls after which a user function running TensorFlow
             is routed through janus (training steps and Keras ``call`` are routed at once).
@@ -75,6 +77,7 @@ class Config:
     speculate_branches: bool = True
     unroll_loops: bool = True
     parallel_calls: bool = True
+    trim_functions: bool = True
     max_unroll: int = 256
     hot_calls: int = 5
     discovery_quiet_seconds: float = 1.0

@@ -45,7 +45,7 @@ from tensorflow.python.framework.ops import EagerTensor
 from janus.assumptions.checks import Assumption
 from janus.assumptions.specs import merge_shapes
 from janus.config import config
-from janus.graphgen import recursion_grad
+from janus.graphgen import function_trim, recursion_grad
 from janus.graphgen.errors import NotConvertible
 from janus.graphgen.fallible import called_graphs
 from janus.graphgen.heap import PyObjectRef
@@ -485,6 +485,8 @@ def _trace_twice(interp, func, names, template, params, outputs, loc) -> Recursi
         return OutputSpec(outputs.template, outputs.dtypes, relaxed)
     recursion_grad.differentiate(rf, graph, loc)
     rf.forward = atomic_function.from_func_graph(rf.name, graph, {})
+    if config.trim_functions:
+        function_trim.trim_registered(rf.name)
     return rf
 
 

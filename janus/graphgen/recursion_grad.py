@@ -22,6 +22,8 @@ from tensorflow.python.framework import func_graph as func_graph_module
 from tensorflow.python.framework import ops
 from tensorflow.python.ops import gradients_util, handle_data_util
 
+from janus.config import config
+from janus.graphgen import function_trim
 from janus.graphgen.errors import NotConvertible
 from janus.ops.assert_op import _ops
 
@@ -181,6 +183,8 @@ def _build_backward(rf: RecursiveFunction, graph, kinds: list[str], loc: str) ->
     del graph.outputs[n_out:]
     graph.outputs.extend(grad_graph.external_captures)
     rf.backward = atomic_function.from_func_graph(rf.bwd_name, grad_graph, {})
+    if config.trim_functions:
+        function_trim.trim_registered(rf.bwd_name)
     return kinds
 
 
