@@ -110,6 +110,7 @@ def recursion_overhead(quick: bool = False) -> dict:
         "forward_backward": forward_backward(quick),
         "parallel_subtrees": parallel_subtrees(quick),
         "executor_bound": executor_bound(quick),
+        "trim_effect": trim_effect(quick),
     }
 
 
@@ -190,6 +191,41 @@ def executor_bound(quick: bool = False) -> dict:
             "measured_us_per_tree_node": statistics.median(times) / tree_nodes * 1e6,
         }
     return {"executor_node_us": node_us, "models": models}
+
+
+def trim_effect(quick: bool = False) -> dict:
+    """Per tree model: graph nodes a tree node and ms a batch with forwarding nodes trimmed and not (interleaved).
+
+    ``janus.config.trim_functions`` drops the ``Identity``/``NoOp`` nodes of the recursive
+    functions; the time saved per node removed says what such a node costs the executor.
+    """
+    models = {}
+    for name in ("treernn", "treelstm"):
+        mod = table3.module(name)
+        program = mod.build(quick, 0)
+        tree_nodes = statistics.mean(sum(_size(t) for t in b) for b in program.batches)
+        leaves = statistics.mean(sum(_leaves(t) for t in b) for b in program.batches)
+        steps, nodes = {}, {}
+        for trim in (True, False):
+            recorder = table3._Recorder()
+            prog = program if trim else mod.build(quick, 0)
+            step = ablation._under({"trim_functions": trim}, mod.imperative(prog, recorder))
+            for _ in range(janus.config.profile_calls + 2):
+                float(step())
+            assert recorder.total("graph_calls") > 0
+            counts = _nodes_run_per_tree_node()
+            per_leaf = counts["forward"]["leaf"] + counts["backward"]["leaf"]
+            per_inner = counts["forward"]["inner"] + counts["backward"]["inner"]
+            nodes[trim] = (leaves * per_leaf + (tree_nodes - leaves) * per_inner) / tree_nodes
+            steps["trimmed" if trim else "untrimmed"] = lambda step=step: float(step())
+        m = measure(f"trim_{name}", steps, unit="ms", warmup=2, repeats=3 if quick else 9, steps=2)
+        saved_us = (m.per_step["untrimmed"] - m.per_step["trimmed"]) / tree_nodes * 1e6
+        models[name] = {
+            "graph_nodes_per_tree_node": {"trimmed": nodes[True], "untrimmed": nodes[False]},
+            "ms_per_batch": {k: v * 1e3 for k, v in m.per_step.items()},
+            "us_saved_per_node_removed": saved_us / max(nodes[False] - nodes[True], 1e-9),
+        }
+    return models
 
 
 def _size(node) -> int:
