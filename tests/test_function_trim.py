@@ -92,6 +92,25 @@ def test_a_stateful_node_nothing_reads_stays():
     assert function_trim.trim(fdef) is None
 
 
+def test_what_a_bypassed_identity_waited_for_still_runs():
+    """Its control inputs that nothing else keeps become control outputs.
+
+    A ``tf.gather`` kept only as a check under ``tf.control_dependencies`` must still run."""
+    fdef = _fdef(
+        _SIGNATURE
+        + _node("g", "GatherV2", "x", "x", "x")
+        + _node("n", "NoOp", "^g", dtype=False)
+        + _node("t", "Tanh", "x")
+        + _node("j", "Identity", "t:y:0", "^n")
+        + _node("w", "AssignVariableOp", "v", "x", dtype=False)
+        + _node("k", "Identity", "t:y:0", "^w")
+        + 'ret { key: "y" value: "j:output:0" } ret { key: "z" value: "k:output:0" }'
+    )
+    out = function_trim.trim(fdef)
+    assert _names(out) == {"g", "n", "t", "w"}
+    assert dict(out.control_ret) == {"n": "n"} and list(out.signature.control_output) == ["n"]
+
+
 def test_an_identity_waited_for_or_returning_an_argument_stays():
     fdef = _fdef(
         _SIGNATURE

@@ -11,8 +11,11 @@ The rewrite is exact. A consumer reads the same tensor from the ``Identity``'s i
 ``Identity`` that waits for other nodes (control inputs) is bypassed only where its sole readers
 are the function's outputs: a function call returns only after every node of its body has
 run, so its outputs wait for those nodes anyway, and an error in any of them still fails the
-call. A node is dropped only when nothing reads it and it is stateless (TF would prune it at
-instantiation anyway). Signatures do not change, so callers and gradients are unaffected.
+call. The nodes it waited for must still run, though: TF prunes a stateless node that nothing
+reaches (a ``tf.gather`` kept only as a check under ``tf.control_dependencies``), so each of
+them that nothing else keeps becomes a control output of the function. A node is dropped only
+when nothing reads it and it is stateless (TF would prune it at instantiation anyway).
+Inputs and outputs do not change, so callers and gradients are unaffected.
 """
 
 from __future__ import annotations
@@ -100,8 +103,24 @@ def _bypass_one_identity(fdef: function_pb2.FunctionDef) -> bool:
                 fdef.ret[slot] = inputs[0]
             else:
                 reader.input[slot] = inputs[0]
+        nodes = {n.name: n for n in fdef.node_def}
+        for ref in node.input:
+            if ref.startswith("^") and not _kept_anyway(ref[1:], nodes, fdef):
+                fdef.signature.control_output.append(ref[1:])
+                fdef.control_ret[ref[1:]] = ref[1:]
         return True
     return False
+
+
+def _kept_anyway(name: str, nodes: dict, fdef: function_pb2.FunctionDef) -> bool:
+    """TF runs what node ``name`` waits for without anything waiting for it: the node is stateful
+    or a control output, or a ``NoOp`` or ``Identity`` (which cannot fail) of such nodes and arguments."""
+    node = nodes.get(name)
+    if node is None or name in fdef.control_ret.values() or _stateful(node.op):
+        return True
+    return node.op in ("NoOp", "Identity") and all(
+        _kept_anyway(ref.lstrip("^").split(":", 1)[0], nodes, fdef) for ref in node.input
+    )
 
 
 def _drop_dead_nodes(fdef: function_pb2.FunctionDef) -> bool:

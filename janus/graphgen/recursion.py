@@ -49,7 +49,7 @@ from janus.graphgen import function_trim, recursion_grad
 from janus.graphgen.errors import NotConvertible
 from janus.graphgen.fallible import called_graphs
 from janus.graphgen.heap import PyObjectRef
-from janus.graphgen.ordering import STATE_READS, outlives_call
+from janus.graphgen.ordering import STATE_READS, keep_fallible, outlives_call
 from janus.graphgen.pynumber import PyNumber
 from janus.graphgen.source import location
 from janus.graphgen.values import is_symbolic, is_user_object
@@ -468,6 +468,7 @@ def _trace_twice(interp, func, names, template, params, outputs, loc) -> Recursi
     probe = _trace(interp, func, names, rf, loc, probe=True)
     rf.captures = list(probe.external_captures)
     graph = _trace(interp, func, names, rf, loc, probe=False)
+    keep_fallible(graph, graph.outputs)  # an unread tf.gather still raises, as in eager
     if _updates_tf_state(graph):
         raise NotConvertible(
             "a recursive function updates a TF variable (an invocation only reads them: its updates could "
