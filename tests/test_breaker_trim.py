@@ -25,6 +25,19 @@ def _with_bad_leaf(tree, word):
     return tree
 
 
+def _weights():
+    """An embedding table and a combining matrix, the same in eager and under janus."""
+    emb = tf.Variable(tf.random.stateless_normal([20, 3], seed=[1, 2]))
+    w = tf.Variable(tf.random.stateless_normal([6, 3], seed=[3, 4]) * 0.5)
+    return emb, w
+
+
+def _run_with_bad_leaf(make, trees, word):
+    """Nine calls, the seventh on a tree with one leaf's word set to ``word``."""
+    calls = [(t,) for t in trees[:6]] + [(_with_bad_leaf(trees[6], word),)] + [(t,) for t in trees[7:]]
+    run_differential(make, calls, min_graph_calls=3)
+
+
 def _setup(monkeypatch, trim):
     monkeypatch.setattr(janus.config, "trim_functions", trim)
 
@@ -37,8 +50,7 @@ def test_gather_check_under_control_dependencies_fails_mid_tree(trim, monkeypatc
     _setup(monkeypatch, trim)
 
     def make():
-        emb = tf.Variable(tf.random.stateless_normal([20, 3], seed=[1, 2]))
-        w = tf.Variable(tf.random.stateless_normal([6, 3], seed=[3, 4]) * 0.5)
+        emb, w = _weights()
         table = tf.range(20)
 
         def encode(node):
@@ -58,8 +70,7 @@ def test_gather_check_under_control_dependencies_fails_mid_tree(trim, monkeypatc
         return step, lambda: None
 
     trees = _trees(1, 9)
-    calls = [(t,) for t in trees[:6]] + [(_with_bad_leaf(trees[6], 25),)] + [(t,) for t in trees[7:]]
-    run_differential(make, calls, min_graph_calls=3)
+    _run_with_bad_leaf(make, trees, 25)
 
 
 @TRIM
@@ -68,8 +79,7 @@ def test_unused_gather_check_without_control_dependencies(trim, monkeypatch):
     _setup(monkeypatch, trim)
 
     def make():
-        emb = tf.Variable(tf.random.stateless_normal([20, 3], seed=[1, 2]))
-        w = tf.Variable(tf.random.stateless_normal([6, 3], seed=[3, 4]) * 0.5)
+        emb, w = _weights()
         table = tf.range(20)
 
         def encode(node):
@@ -84,8 +94,7 @@ def test_unused_gather_check_without_control_dependencies(trim, monkeypatch):
         return step, lambda: None
 
     trees = _trees(2, 9)
-    calls = [(t,) for t in trees[:6]] + [(_with_bad_leaf(trees[6], 25),)] + [(t,) for t in trees[7:]]
-    run_differential(make, calls, min_graph_calls=3)
+    _run_with_bad_leaf(make, trees, 25)
 
 
 @TRIM
@@ -94,8 +103,7 @@ def test_check_numerics_returned_from_the_recursion_fails_mid_tree(trim, monkeyp
     _setup(monkeypatch, trim)
 
     def make():
-        emb = tf.Variable(tf.random.stateless_normal([20, 3], seed=[1, 2]))
-        w = tf.Variable(tf.random.stateless_normal([6, 3], seed=[3, 4]) * 0.5)
+        emb, w = _weights()
 
         def encode(node):
             if node.is_leaf:
@@ -112,8 +120,7 @@ def test_check_numerics_returned_from_the_recursion_fails_mid_tree(trim, monkeyp
         return step, lambda: None
 
     trees = [t for t in _trees(3, 30) if not _has_word(t, 7)][:9]
-    calls = [(t,) for t in trees[:6]] + [(_with_bad_leaf(trees[6], 7),)] + [(t,) for t in trees[7:]]
-    run_differential(make, calls, min_graph_calls=3)
+    _run_with_bad_leaf(make, trees, 7)
 
 
 def _has_word(node, word):
@@ -127,8 +134,7 @@ def test_user_assert_less_inside_recursion_fails_mid_tree(trim, monkeypatch):
     _setup(monkeypatch, trim)
 
     def make():
-        emb = tf.Variable(tf.random.stateless_normal([20, 3], seed=[1, 2]))
-        w = tf.Variable(tf.random.stateless_normal([6, 3], seed=[3, 4]) * 0.5)
+        emb, w = _weights()
 
         def encode(node):
             if node.is_leaf:
@@ -146,8 +152,7 @@ def test_user_assert_less_inside_recursion_fails_mid_tree(trim, monkeypatch):
         return step, lambda: None
 
     trees = [t for t in _trees(4, 30) if not (_has_word(t, 18) or _has_word(t, 19))][:9]
-    calls = [(t,) for t in trees[:6]] + [(_with_bad_leaf(trees[6], 19),)] + [(t,) for t in trees[7:]]
-    run_differential(make, calls, min_graph_calls=3)
+    _run_with_bad_leaf(make, trees, 19)
 
 
 _PRINTS = []
@@ -159,8 +164,7 @@ def _printing_program(tmp_path, body_kind, outer_print=True):
         path.write_text("")
         _PRINTS.append(path)
         stream = f"file://{path}"
-        emb = tf.Variable(tf.random.stateless_normal([20, 3], seed=[1, 2]))
-        w = tf.Variable(tf.random.stateless_normal([6, 3], seed=[3, 4]) * 0.5)
+        emb, w = _weights()
 
         def encode(node):
             if node.is_leaf:
@@ -319,8 +323,7 @@ def test_ensure_shape_saturation_check_under_control_dependencies(trim, monkeypa
         return step, lambda: None
 
     trees = [t for t in _trees(8, 30) if not _has_word(t, 19)][:9]
-    calls = [(t,) for t in trees[:6]] + [(_with_bad_leaf(trees[6], 19),)] + [(t,) for t in trees[7:]]
-    run_differential(make, calls, min_graph_calls=3)
+    _run_with_bad_leaf(make, trees, 19)
 
 
 def test_the_claim_directly_a_trimmed_function_runs_a_check_its_output_waited_for():
@@ -375,8 +378,7 @@ def test_unused_gather_at_the_top_of_the_recursive_body(trim, monkeypatch):
     _setup(monkeypatch, trim)
 
     def make():
-        emb = tf.Variable(tf.random.stateless_normal([20, 3], seed=[1, 2]))
-        w = tf.Variable(tf.random.stateless_normal([6, 3], seed=[3, 4]) * 0.5)
+        emb, w = _weights()
         table = tf.range(20)
 
         def encode(node):
@@ -398,8 +400,7 @@ def test_unused_gather_at_the_top_of_the_recursive_body(trim, monkeypatch):
         return node
 
     trees = [words(t) for t in _trees(9, 9)]
-    calls = [(t,) for t in trees[:6]] + [(_with_bad_leaf(trees[6], 25),)] + [(t,) for t in trees[7:]]
-    run_differential(make, calls, min_graph_calls=3)
+    _run_with_bad_leaf(make, trees, 25)
 
 
 @TRIM
@@ -408,8 +409,7 @@ def test_a_tensor_if_whose_branch_only_checks(trim, monkeypatch):
     _setup(monkeypatch, trim)
 
     def make():
-        emb = tf.Variable(tf.random.stateless_normal([20, 3], seed=[1, 2]))
-        w = tf.Variable(tf.random.stateless_normal([6, 3], seed=[3, 4]) * 0.5)
+        emb, w = _weights()
         table = tf.range(3)
 
         def encode(node):
@@ -464,5 +464,4 @@ def test_control_dependency_check_inside_a_tensor_if_branch(trim, check, monkeyp
         return step, lambda: None
 
     trees = [t for t in _trees(8, 30) if not _has_word(t, 19)][:9]
-    calls = [(t,) for t in trees[:6]] + [(_with_bad_leaf(trees[6], 19),)] + [(t,) for t in trees[7:]]
-    run_differential(make, calls, min_graph_calls=3)
+    _run_with_bad_leaf(make, trees, 19)
