@@ -38,6 +38,12 @@ class Measurement:
         """How many times faster ``a`` is than ``b``."""
         return self.per_step[b] / self.per_step[a]
 
+    def paired_ratio(self, a: str, b: str) -> float:
+        """How many times faster ``a`` is than ``b``: the median over repeats of the two's ratio within
+        the repeat, where they ran one after the other, so that the machine's speed drifting between
+        repeats cancels (a model's eager speed moved 1.5x between two runs an hour apart)."""
+        return statistics.median(tb / ta for ta, tb in zip(self.samples[a], self.samples[b]))
+
 
 def measure(
     name: str,

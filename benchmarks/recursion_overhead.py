@@ -24,6 +24,13 @@ node, forward and backward (their FunctionDefs pruned as TF prunes them, with th
 ``_Retval`` nodes of the function and of the branch its ``if`` takes), and sets the product
 against the measured time per tree node of a training step under janus.
 
+``function_runs`` measures what one function run costs, the likely floor under a tree node's
+four (its ``JanusInvoke`` and the ``If`` in its body, forward and backward): chains of 20 and 420
+calls of an ``_Arg``-to-``_Retval`` function, long minus short, each call waiting for the one
+before, through ``JanusInvoke``, through TF's own non-inlined function call
+(``StatefulPartitionedCall`` of a ``_noinline`` function), and through an ``If`` left as a function
+call (``_lower_using_switch_merge`` off), against a chain of ``Tanh``.
+
 ``parallel_subtrees`` shows what +PARL (independent subtrees invoked in parallel) can gain on
 this machine: TreeRNN training under janus with ``config.parallel_calls`` on and off,
 interleaved, reporting time per batch and the process's CPU seconds per wall second. When
@@ -111,6 +118,7 @@ def recursion_overhead(quick: bool = False) -> dict:
         "parallel_subtrees": parallel_subtrees(quick),
         "executor_bound": executor_bound(quick),
         "trim_effect": trim_effect(quick),
+        "function_runs": function_runs(quick),
     }
 
 
@@ -226,6 +234,57 @@ def trim_effect(quick: bool = False) -> dict:
             "us_saved_per_node_removed": saved_us / max(nodes[False] - nodes[True], 1e-9),
         }
     return models
+
+
+def function_runs(quick: bool = False) -> dict:
+    """Microseconds per call in a chain of calls of a function that returns its argument, by kind of call."""
+    from tensorflow.core.framework import attr_value_pb2
+    from tensorflow.python.eager.polymorphic_function import atomic_function
+    from tensorflow.python.framework import func_graph as func_graph_module
+
+    from janus.graphgen import recursion_grad
+    from janus.ops.assert_op import _ops
+
+    short, long = 20, 220 if quick else 420
+    x, pred = tf.ones([1, 64]), tf.constant(True)
+    specs = [tf.TensorSpec([], tf.int64), tf.TensorSpec([1, 64], tf.float32)]  # a JanusInvoke callee: budget, x
+    name = "janus_bench_returns_argument"
+    graph = func_graph_module.func_graph_from_py_func(
+        name, lambda budget, x: x, specs, {}, func_graph=func_graph_module.FuncGraph(name)
+    )
+    callee = atomic_function.from_func_graph(name, graph, {})
+    budget = tf.constant(10**9, tf.int64)
+    returns_argument = tf.function(lambda x: x, autograph=False, experimental_attributes={"_noinline": True})
+
+    def invoke(x):
+        recursion_grad.add_to_graphs(callee)
+        (y,), _frame = _ops().janus_invoke(
+            budget, [x], Tout=[tf.float32], output_shapes=[[1, 64]], f=name, depth_assumption=0
+        )
+        return y
+
+    def if_call(x):
+        y = tf.cond(pred, lambda: x, lambda: x * 2.0)
+        op = y.op if y.op.type in ("If", "StatelessIf") else y.op.inputs[0].op  # cond_v2 returns an Identity of it
+        op._set_attr("_lower_using_switch_merge", attr_value_pb2.AttrValue(b=False))  # noqa: SLF001
+        return y
+
+    kinds = {"janus_invoke": invoke, "tf_call": returns_argument, "if_call": if_call, "tanh": tf.tanh}
+
+    def chain(call, n: int):
+        @tf.function(autograph=False)
+        def run(x):
+            for _ in range(n):
+                x = call(x)
+            return x
+
+        return lambda: run(x)
+
+    variants = {f"{kind}_{n}": chain(call, n) for kind, call in kinds.items() for n in (short, long)}
+    m = measure("function_runs", variants, unit="us", warmup=2, repeats=5 if quick else 9, steps=10)
+    return {
+        kind: (m.per_step[f"{kind}_{long}"] - m.per_step[f"{kind}_{short}"]) / (long - short) * 1e6 for kind in kinds
+    }
 
 
 def _size(node) -> int:

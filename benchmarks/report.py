@@ -33,10 +33,12 @@ def table3_markdown(rows: list[dict]) -> str:
             lines.append(f"| {m['name']} | | | | | | | | | not measured: {m['error'][:120]} |")
             continue
         verdict = m["naive_tf_function"].replace("|", "/")[:140]
+        paired = m.get("janus_over_symbolic_paired")
+        over_symbolic = f"{m['janus_over_symbolic']:.2f}×" + (f" ({paired:.2f}× paired)" if paired else "")
         lines.append(
             f"| {m['name']} | {m['unit']} | {m['imperative']:.1f} | {m['janus']:.1f} | {m['symbolic']:.1f} | "
             f"{m['janus_over_imperative']:.2f}× ({PAPER.get(m['name'], float('nan')):.2f}×) | "
-            f"{m['symbolic'] / m['imperative']:.2f}× | {m['janus_over_symbolic']:.2f}× | "
+            f"{m['symbolic'] / m['imperative']:.2f}× | {over_symbolic} | "
             f"{m['janus_build_seconds']:.1f} | {verdict} |"
         )
     return "\n".join(lines)
@@ -141,6 +143,14 @@ def markdown(payload: dict) -> str:
             extra.append(
                 "Trimming the recursive functions' `Identity`/`NoOp` nodes (`janus.config.trim_functions`, "
                 "interleaved): " + "; ".join(parts) + "."
+            )
+        runs = r.get("function_runs")
+        if runs:
+            extra.append(
+                "One function run, in a chain of calls of a function that returns its argument: "
+                f"{runs['janus_invoke']:.1f} µs through `JanusInvoke`, {runs['tf_call']:.1f} µs through TF's own "
+                f"non-inlined call, {runs['if_call']:.1f} µs through an `If` left as a call, against "
+                f"{runs['tanh']:.2f} µs for a `Tanh` (`recursion_overhead.function_runs`)."
             )
         par = r.get("parallel_subtrees")
         if par:

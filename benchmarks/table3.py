@@ -164,6 +164,7 @@ def run_model(name: str, quick: bool) -> dict:
         "symbolic_agrees": checked["symbolic_agrees"],
         "janus_over_imperative": m.ratio("janus", "imperative"),
         "janus_over_symbolic": m.ratio("janus", "symbolic"),
+        "janus_over_symbolic_paired": m.paired_ratio("janus", "symbolic"),
         "ms_per_step": {k: v * 1e3 for k, v in m.per_step.items()},
         "janus_build_seconds": recorder.total("build_seconds"),
         "janus_first_steps_seconds": checked["janus_first_steps_seconds"],

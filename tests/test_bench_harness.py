@@ -2,10 +2,11 @@
 
 import collections
 import itertools
+import statistics
 
 import pytest
 
-from benchmarks.harness import balanced_orders, measure
+from benchmarks.harness import Measurement, balanced_orders, measure
 
 
 @pytest.mark.parametrize("count", [2, 3, 4, 5, 6])
@@ -31,3 +32,14 @@ def test_measure_runs_each_variant_once_per_repeat_in_balanced_order():
     m = measure("order", variants, unit="s", warmup=0, repeats=4, steps=1, sync=lambda out: out)
     assert calls == [k for order in (balanced_orders(list("abc")) * 2) for k in order]
     assert all(len(v) == 4 for v in m.samples.values())
+
+
+def test_paired_ratio_cancels_drift_between_repeats():
+    # The machine halves its speed after two repeats: b is always 1.25x slower than a within a repeat.
+    a = [1.0, 1.0, 2.0, 2.0, 2.0]
+    m = Measurement("drift", "s", per_step={}, samples={"a": a, "b": [t * 1.25 for t in a]})
+    assert m.paired_ratio("a", "b") == pytest.approx(1.25)
+    # The ratio of medians mixes repeats (a's median is 2.0, b's 2.5): equal here; make them differ.
+    m.samples["b"] = [1.25, 1.25, 1.25 * 2, 1.25 * 2, 1.0 * 2]
+    assert m.paired_ratio("a", "b") == pytest.approx(1.25)
+    assert statistics.median(m.samples["b"]) / statistics.median(a) != pytest.approx(1.25)
