@@ -27,8 +27,8 @@ against the measured time per tree node of a training step under janus.
 ``function_runs`` measures what one function run costs, the likely floor under a tree node's
 four (its ``JanusInvoke`` and the ``If`` in its body, forward and backward): chains of 20 and 420
 calls of an ``_Arg``-to-``_Retval`` function, long minus short, each call waiting for the one
-before, through ``JanusInvoke``, through TF's own non-inlined function call
-(``StatefulPartitionedCall`` of a ``_noinline`` function), and through an ``If`` left as a function
+before, through ``JanusInvoke``, through TF's own function-call op (a ``tf.function`` marked
+``_noinline``, so that TF does not inline it), and through an ``If`` left as a function
 call (``_lower_using_switch_merge`` off), against a chain of ``Tanh``.
 
 ``parallel_subtrees`` shows what +PARL (independent subtrees invoked in parallel) can gain on
