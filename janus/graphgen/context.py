@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework.ops import EagerTensor
 
+from janus.assumptions import keras_state
 from janus.assumptions.checks import Assumption
 from janus.assumptions.guards import GuardBuilder, GuardKind, describe_object
 from janus.assumptions.sources import CallSource, Source
@@ -139,9 +140,8 @@ class GenerationContext:
         self._keras_guarded.update(id(sub) for sub in keras_layers.objects_within(obj))
         self.guard_keras_config(loc)  # what its ops depend on besides its own settings
         described = f"the settings of {describe_object(obj)} and of the layers within it"
-        settings = CallSource(self.const(keras_layers.state_fingerprint), (source,), described)
-        fingerprint = keras_layers.state_fingerprint(obj)
-        self.guard(GuardKind.EQUALS_MATCH, settings, fingerprint, f"keras state of {source}@{loc}", loc, described)
+        unchanged = CallSource(self.const(keras_state.StateCheck(obj)), (source,), described)
+        self.guard(GuardKind.PREDICATE, unchanged, True, f"keras state of {source}@{loc}", loc, described)
 
     def guard_keras_config(self, loc: str) -> None:
         """Keras code ran while generating: it may have read ``epsilon()``, ``floatx()`` and friends."""
@@ -149,8 +149,8 @@ class GenerationContext:
             return
         self._keras_config_guarded = True
         described = "Keras's global settings (epsilon, floatx, data format)"
-        settings = CallSource(self.const(keras_layers.config), (), described)
-        self.guard(GuardKind.EQUALS_MATCH, settings, keras_layers.config(), f"keras config@{loc}", loc, described)
+        settings = CallSource(self.const(keras_state.config), (), described)
+        self.guard(GuardKind.EQUALS_MATCH, settings, keras_state.config(), f"keras config@{loc}", loc, described)
 
     def guard_class_attribute(self, cls: type, name: str, value: object, loc: str) -> None:
         """Code converted from ``cls.name`` stays right only while the class still has that function."""

@@ -13,13 +13,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import operator
-import sys
 import threading
 import types
 from collections.abc import Callable, Iterator
-
-import numpy as np
 
 from janus.source.library import is_library_code
 
@@ -56,65 +52,6 @@ def is_keras_object(obj: object) -> bool:
 def objects_within(obj: object) -> list[object]:
     """``obj`` and, for a layer or model, every layer within it."""
     return _layers_within(obj) if is_keras_layer(obj) else [obj]
-
-
-_SETTING_TYPES = (bool, int, float, str, bytes, type(None), np.generic)
-_FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType, functools.partial)
-_SETTING, _TUPLE, _FUNCTION, _OTHER = 1, 2, 3, 4
-# type -> what _settings keeps of a value of that type: guards call it on every call, per attribute
-_KINDS: dict[type, int] = {}
-_MAX_KINDS = 10_000  # classes made at run time, one per call, must not grow it for ever
-
-
-def _kind(cls: type) -> int:
-    kind = _KINDS.get(cls)
-    if kind is None:
-        if issubclass(cls, _SETTING_TYPES):
-            kind = _SETTING
-        elif cls is tuple:
-            kind = _TUPLE
-        elif issubclass(cls, _FUNCTION_TYPES):
-            kind = _FUNCTION
-        else:
-            kind = _OTHER
-        if len(_KINDS) >= _MAX_KINDS:
-            _KINDS.clear()
-        _KINDS[cls] = kind
-    return kind
-
-
-def _settings(obj: object) -> tuple:
-    """The Python settings a Keras object reads while it builds ops (``trainable``, ``momentum``,
-    ``epsilon``, ``clipnorm``, ``rate``, ``reduction``, its activation function): plain values by
-    value, functions by identity."""
-    out = []
-    kinds = _KINDS
-    for name, value in vars(obj).items():
-        kind = kinds.get(type(value)) or _kind(type(value))
-        if kind == _SETTING or kind == _TUPLE and all(_kind(type(v)) == _SETTING for v in value):
-            out.append((name, value))
-        elif kind == _FUNCTION:
-            out.append((name, id(value)))
-    out.sort(key=operator.itemgetter(0))  # Keras re-adds some attributes: order varies
-    return tuple(out)
-
-
-def config() -> tuple:
-    """Keras's global settings (``epsilon()``, ``floatx()``, ``image_data_format()``) in force."""
-    out = []
-    for name in ("keras", "tf_keras"):
-        backend = getattr(sys.modules.get(name), "backend", None)
-        if backend is not None and hasattr(backend, "epsilon"):
-            out.append((name, backend.epsilon(), backend.floatx(), backend.image_data_format()))
-    return tuple(out)
-
-
-def state_fingerprint(obj: object) -> tuple:
-    """What a Keras object's ops depend on besides its inputs, its variables and Keras's global
-    settings (``config``, guarded once per graph): the layers within it (a block appended to a
-    model) and every one's settings (a GAN freezing its discriminator, a frozen BatchNormalization,
-    a changed ``Dropout.rate`` or ``clipnorm``). Guarded before each call; compared as a whole."""
-    return tuple([(id(sub), _settings(sub)) for sub in objects_within(obj)])
 
 
 def user_call(layer: object) -> types.FunctionType | None:
