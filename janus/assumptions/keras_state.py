@@ -5,9 +5,10 @@ A graph that ran Keras code while generating read the Python settings of the lay
 ``state_fingerprint`` is that state as a value; ``StateCheck`` tells before each call whether it
 is unchanged. The fingerprint reads every attribute of every layer within a model (Inception-v3:
 314 layers of about 60 attributes, 9 ms a call in Python): ``StateCheck`` first compares each
-layer's attributes as they were laid out while generating (names in order, the type of every value,
-the kept values) with a few C-level tuple operations, and computes the fingerprint only where that
-layout changed. Its answer is always the fingerprint's.
+layer's attributes with their layout while generating (their count, the kept settings and
+functions by identity, the types of the other values and of their tuples' items), picked by name
+with a few C-level operations, and computes the fingerprint only where that layout changed. Its
+answer is always the fingerprint's.
 """
 
 from __future__ import annotations
