@@ -31,6 +31,10 @@ before, through ``JanusInvoke``, through TF's own function-call op (a ``tf.funct
 ``_noinline``, so that TF does not inline it), and through an ``If`` left as a function
 call (``_lower_using_switch_merge`` off), against a chain of ``Tanh``.
 
+``executor_effect`` times TreeRNN and TreeLSTM training and the chain forward and backward with
+the recursive functions under TF's single-threaded executor (janus's default: a recursion runs inline
+on one thread) and under TF's default executor, interleaved (``config.single_threaded_recursion``).
+
 ``parallel_subtrees`` shows what +PARL (independent subtrees invoked in parallel) can gain on
 this machine: TreeRNN training under janus with ``config.parallel_calls`` on and off,
 interleaved, reporting time per batch and the process's CPU seconds per wall second. When
@@ -118,6 +122,7 @@ def recursion_overhead(quick: bool = False) -> dict:
         "parallel_subtrees": parallel_subtrees(quick),
         "executor_bound": executor_bound(quick),
         "trim_effect": trim_effect(quick),
+        "executor_effect": executor_effect(quick),
         "function_runs": function_runs(quick),
     }
 
@@ -234,6 +239,70 @@ def trim_effect(quick: bool = False) -> dict:
             "us_saved_per_node_removed": saved_us / max(nodes[False] - nodes[True], 1e-9),
         }
     return models
+
+
+def executor_effect(quick: bool = False) -> dict:
+    """Per tree model and for the chain: janus with its recursive functions under TF's single-threaded
+    executor and under the default one (``janus.config.single_threaded_recursion``), interleaved.
+
+    The tree models report ms a batch and the process's CPU seconds a wall second; the chain reports
+    µs a node, forward and backward.
+    """
+    result = {}
+    settings = {"single_threaded": True, "default": False}
+    for name in ("treernn", "treelstm"):
+        mod = table3.module(name)
+        steps, recorders = {}, []
+        for label, on in settings.items():
+            recorder = table3._Recorder()
+            step = ablation._under({"single_threaded_recursion": on}, mod.imperative(mod.build(quick, 0), recorder))
+            for _ in range(janus.config.profile_calls + 2):
+                float(step())
+            assert recorder.total("graph_calls") > 0
+            recorders.append(recorder)
+            steps[label] = _CpuTimed(lambda step=step: float(step()))
+        m = measure(f"executor_{name}", steps, unit="ms", warmup=2, repeats=3 if quick else 9, steps=2)
+        result[name] = {
+            "ms_per_batch": {k: v * 1e3 for k, v in m.per_step.items()},
+            "cpu_seconds_per_wall_second": {k: steps[k].cpu_per_wall() for k in steps},
+        }
+    depth = 50 if quick else DEPTH
+    w = tf.Variable([[0.5]])
+    tree = chain(depth)
+
+    def step(node: Node) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            y = weighted_depth(node, w)
+        return tape.gradient(y, w)
+
+    variants = {}
+    for label, on in settings.items():
+        jitted = janus.jit(step)
+        run = ablation._under({"single_threaded_recursion": on}, lambda jitted=jitted: jitted(tree))
+        for _ in range(janus.config.profile_calls + 1):
+            run()
+        assert janus.stats(jitted)["graph_calls"] > 0
+        variants[label] = run
+    m = measure("executor_chain", variants, unit="us/node", warmup=2, repeats=5 if quick else 9, steps=3)
+    result["chain_forward_backward_us_per_node"] = {k: v / depth * 1e6 for k, v in m.per_step.items()}
+    return result
+
+
+class _CpuTimed:
+    """Wraps a step: calls it, and sums the process's CPU seconds and the wall seconds it took."""
+
+    def __init__(self, step) -> None:
+        self.step, self.cpu, self.wall = step, 0.0, 0.0
+
+    def __call__(self):
+        wall, cpu = time.perf_counter(), time.process_time()
+        out = self.step()
+        self.cpu += time.process_time() - cpu
+        self.wall += time.perf_counter() - wall
+        return out
+
+    def cpu_per_wall(self) -> float:
+        return self.cpu / self.wall if self.wall else 0.0
 
 
 def function_runs(quick: bool = False) -> dict:

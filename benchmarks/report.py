@@ -144,6 +144,21 @@ def markdown(payload: dict) -> str:
                 "Trimming the recursive functions' `Identity`/`NoOp` nodes (`janus.config.trim_functions`, "
                 "interleaved): " + "; ".join(parts) + "."
             )
+        ex = r.get("executor_effect")
+        if ex:
+            parts = []
+            for name in ("treernn", "treelstm"):
+                ms, used = ex[name]["ms_per_batch"], ex[name]["cpu_seconds_per_wall_second"]
+                parts.append(
+                    f"{name}: {ms['default']:.1f} → {ms['single_threaded']:.1f} ms a batch "
+                    f"({used['default']:.2f} → {used['single_threaded']:.2f} CPU seconds a wall second)"
+                )
+            chain_us = ex["chain_forward_backward_us_per_node"]
+            extra.append(
+                "Recursive functions under TF's single-threaded executor instead of its default one "
+                "(`janus.config.single_threaded_recursion`, interleaved): " + "; ".join(parts) + f"; the chain, "
+                f"forward and backward, {chain_us['default']:.1f} → {chain_us['single_threaded']:.1f} µs a node."
+            )
         runs = r.get("function_runs")
         if runs:
             extra.append(

@@ -6,10 +6,12 @@
 // and runs it through the function library runtime when the kernel runs: a recursive user
 // function becomes a graph function whose body invokes itself.
 //
-// Both kernels are asynchronous: the callee's executor schedules its nodes on the
-// inter-op pool and completion arrives by callback, so a deep recursion holds no C++ stack
-// (and no thread) per level, and independent invocations (the two subtrees of a node) run
-// in parallel.
+// Both kernels are asynchronous. The callee runs under TF's single-threaded executor, inline on
+// the invoking thread (see "Single-threaded recursion" below: a recursion is C++ recursion, and
+// independent recursions invoked from an ordinary graph run in parallel). Where that executor
+// refuses a callee, or the op's `single_threaded` attribute is false, the callee's default executor schedules
+// its nodes on the inter-op pool and completion arrives by callback: no C++ stack per level, and
+// independent invocations (the two subtrees of a node) run in parallel.
 //
 // Gradients (janus/graphgen/recursion.py): the forward function returns its outputs followed
 // by the intermediates its backward function needs. JanusInvoke emits the outputs and packs
@@ -22,6 +24,8 @@
 // Depth: JanusInvoke's first input is the invocations left; the callee gets one fewer as its own
 // first argument, and none left fails the step as the `depth_assumption` attribute's assumption
 // broke (janus/graphgen/recursion.py: the call then runs in Python, which raises RecursionError).
+
+#include <pthread.h>
 
 #include <memory>
 #include <string>
@@ -38,6 +42,9 @@
 #include "tensorflow/core/framework/variant_op_registry.h"
 #include "tensorflow/core/framework/variant_tensor_data.h"
 #include "tensorflow/core/platform/mutex.h"
+#include "tensorflow/core/platform/threadpool.h"
+#include "tsl/platform/cpu_info.h"
+#include "xla/tsl/platform/env.h"
 #include "xla/tsl/platform/status.h"
 
 namespace janus {
@@ -126,6 +133,67 @@ class StepError : public tensorflow::ResourceBase {
 
 constexpr char kStepError[] = "janus_step_error";
 
+// Single-threaded recursion. TF's default executor spends about a microsecond of CPU on every
+// node it runs and several on every function it calls (scheduling, pending counts, a call frame),
+// which for a tree node's small arithmetic is most of the node's cost. TF's
+// SINGLE_THREADED_EXECUTOR runs a function's kernels in order on the calling thread, with none of
+// that. janus instantiates its recursive functions under it: an invocation runs its callee inline,
+// on the invoking thread, and so does every `If` of the bodies (TF instantiates a branch with its
+// caller's executor type). A recursion is then plain C++ recursion on one thread (about 7 KB of
+// stack a level, forward); independent recursions (the trees of a batch), invoked from an
+// ordinary graph, still run in parallel on the inter-op threads. Where a thread's stack runs low,
+// the callee continues on a thread of janus's own pool, whose stacks are large. A callee that
+// executor refuses (TF refuses low-level control flow, send/recv and collectives) runs as before,
+// and so does every callee of an op whose `single_threaded` attribute is false
+// (janus.config.single_threaded_recursion, an ablation switch).
+constexpr char kSingleThreaded[] = "SINGLE_THREADED_EXECUTOR";
+constexpr size_t kPoolStackBytes = size_t{1} << 30;  // address space only: pages are touched as used
+constexpr size_t kStackMargin = size_t{1} << 20;     // left free below an invocation that runs inline
+
+thread_local bool on_recursion_pool = false;
+
+tsl::thread::ThreadPool* RecursionPool() {
+  static tsl::thread::ThreadPool* pool = [] {
+    tsl::ThreadOptions options;
+    options.stack_size = kPoolStackBytes;
+    return new tsl::thread::ThreadPool(tsl::Env::Default(), options, "janus_recursion",
+                                       std::max(1, tsl::port::MaxParallelism()));
+  }();
+  return pool;
+}
+
+// Bytes of stack this thread has left below the caller's frame (0 where pthread cannot say).
+size_t StackLeft() {
+#if defined(__linux__)
+  thread_local const char* lowest = [] {
+    pthread_attr_t attr;
+    void* address = nullptr;
+    size_t size = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0) return static_cast<const char*>(nullptr);
+    const bool known = pthread_attr_getstack(&attr, &address, &size) == 0;
+    pthread_attr_destroy(&attr);
+    return known ? static_cast<const char*>(address) : nullptr;
+  }();
+  const char here = 0;
+  return lowest != nullptr && &here > lowest ? static_cast<size_t>(&here - lowest) : 0;
+#else
+  return 0;
+#endif
+}
+
+std::function<void(std::function<void()>)>* InlineRunner() {
+  static auto* runner = new std::function<void(std::function<void()>)>([](std::function<void()> f) { f(); });
+  return runner;
+}
+
+// Where a thread's stack bounds are known (Linux): elsewhere the callee runs as before.
+constexpr bool kSingleThreadedSupported =
+#if defined(__linux__)
+    true;
+#else
+    false;
+#endif
+
 }  // namespace
 
 // Defined here, declared in janus_assert.cc: a failing JanusAssert records its status before its
@@ -186,65 +254,123 @@ class InvokeBase : public AsyncOpKernel {
  public:
   explicit InvokeBase(OpKernelConstruction* ctx) : AsyncOpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("f", &func_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("single_threaded", &single_threaded_));
+    single_threaded_ = single_threaded_ && kSingleThreadedSupported;
   }
 
  protected:
-  // Instantiates the callee once per function library runtime (instantiation is cached by TF).
-  tensorflow::Status Handle(OpKernelContext* ctx, FunctionLibraryRuntime::Handle* handle) {
-    FunctionLibraryRuntime* lib = ctx->function_library();
-    if (lib == nullptr) return tensorflow::errors::Internal("JanusInvoke: no function library runtime");
-    {
-      tensorflow::mutex_lock lock(mu_);
-      auto it = handles_.find(lib);
-      if (it != handles_.end()) {
-        *handle = it->second;
-        return tensorflow::OkStatus();
-      }
-    }
-    TF_RETURN_IF_ERROR(lib->Instantiate(func_.name(), AttrSlice(&func_.attr()), handle));
-    tensorflow::mutex_lock lock(mu_);
-    handles_[lib] = *handle;
-    return tensorflow::OkStatus();
-  }
+  // The status where neither this thread nor janus's pool has stack left for the callee.
+  virtual tensorflow::Status OutOfStack() const = 0;
 
   void Run(OpKernelContext* ctx, std::vector<Tensor> args, int num_outputs, bool pack_frame, DoneCallback done) {
+    // A step cancelled (a sibling failed, an interrupt) stops at its next invocation: TF's
+    // single-threaded executor itself runs a function to its end.
+    tensorflow::CancellationManager* cancellation = ctx->cancellation_manager();
+    if (cancellation != nullptr && cancellation->IsCancelled()) {
+      ctx->SetStatus(Derived(ctx, tensorflow::errors::Cancelled("JanusInvoke: the step was cancelled")));
+      done();
+      return;
+    }
+    bool single_threaded = single_threaded_;
     FunctionLibraryRuntime::Handle handle;
-    OP_REQUIRES_OK_ASYNC(ctx, Handle(ctx, &handle), done);
+    OP_REQUIRES_OK_ASYNC(ctx, Handle(ctx, &single_threaded, &handle), done);
     FunctionLibraryRuntime::Options opts;
     opts.rendezvous = ctx->rendezvous();
     opts.cancellation_manager = ctx->cancellation_manager();
     opts.step_container = ctx->step_container();
     opts.stats_collector = ctx->stats_collector();
-    opts.runner = ctx->runner();
-    opts.run_all_kernels_inline = ctx->run_all_kernels_inline();
     opts.collective_executor = ctx->collective_executor();
+    if (single_threaded) {
+      opts.runner = InlineRunner();
+      opts.run_all_kernels_inline = true;  // TF's While then loops without a callback an iteration
+    } else {
+      opts.runner = ctx->runner();
+      opts.run_all_kernels_inline = ctx->run_all_kernels_inline();
+    }
     auto* rets = new std::vector<Tensor>;
-    ctx->function_library()->Run(
-        opts, handle, args, rets, [ctx, rets, num_outputs, pack_frame, done, name = func_.name()](const tensorflow::Status& status) {
-          std::unique_ptr<std::vector<Tensor>> owned(rets);
-          if (!status.ok()) {
-            ctx->SetStatus(Derived(ctx, status));
-          } else if (static_cast<int>(rets->size()) < num_outputs) {
-            ctx->SetStatus(tensorflow::errors::Internal("JanusInvoke: ", name, " returned ", rets->size(),
-                                                        " values, expected at least ", num_outputs));
-          } else {
-            for (int i = 0; i < num_outputs; ++i) ctx->set_output(i, (*rets)[i]);
-            if (pack_frame) {
-              JanusFrame frame;
-              frame.tensors.assign(rets->begin() + num_outputs, rets->end());
-              Tensor packed(tensorflow::DT_VARIANT, TensorShape({}));
-              packed.scalar<Variant>()() = std::move(frame);
-              ctx->set_output(num_outputs, packed);
-            }
-          }
-          done();
-        });
+    auto finish = [ctx, rets, num_outputs, pack_frame, done, name = func_.name()](const tensorflow::Status& status) {
+      std::unique_ptr<std::vector<Tensor>> owned(rets);
+      if (!status.ok()) {
+        ctx->SetStatus(Derived(ctx, status));
+      } else if (static_cast<int>(rets->size()) < num_outputs) {
+        ctx->SetStatus(tensorflow::errors::Internal("JanusInvoke: ", name, " returned ", rets->size(),
+                                                    " values, expected at least ", num_outputs));
+      } else {
+        for (int i = 0; i < num_outputs; ++i) ctx->set_output(i, (*rets)[i]);
+        if (pack_frame) {
+          JanusFrame frame;
+          frame.tensors.assign(rets->begin() + num_outputs, rets->end());
+          Tensor packed(tensorflow::DT_VARIANT, TensorShape({}));
+          packed.scalar<Variant>()() = std::move(frame);
+          ctx->set_output(num_outputs, packed);
+        }
+      }
+      done();
+    };
+    FunctionLibraryRuntime* lib = ctx->function_library();
+    if (!single_threaded || StackLeft() > kStackMargin) {
+      lib->Run(opts, handle, args, rets, std::move(finish));
+    } else if (!on_recursion_pool) {
+      RecursionPool()->Schedule([lib, opts, handle, args = std::move(args), rets, finish = std::move(finish)]() mutable {
+        on_recursion_pool = true;
+        lib->Run(opts, handle, args, rets, std::move(finish));
+      });
+    } else {
+      delete rets;
+      tensorflow::Status failed = OutOfStack();
+      RecordStepError(ctx, failed);
+      ctx->SetStatus(failed);
+      done();
+    }
   }
 
  private:
+  using Key = std::pair<FunctionLibraryRuntime*, bool>;
+
+  // The callee's handle in this function library runtime, under TF's single-threaded executor
+  // where `*single_threaded` asks for it and that executor accepts the callee (else false on
+  // return, and the default executor's). Instantiated once per key (TF caches it too).
+  tensorflow::Status Handle(OpKernelContext* ctx, bool* single_threaded, FunctionLibraryRuntime::Handle* handle) {
+    FunctionLibraryRuntime* lib = ctx->function_library();
+    if (lib == nullptr) return tensorflow::errors::Internal("JanusInvoke: no function library runtime");
+    {
+      tensorflow::mutex_lock lock(mu_);
+      if (*single_threaded) {
+        auto it = handles_.find(Key{lib, true});
+        if (it != handles_.end() && it->second != tensorflow::kInvalidHandle) {
+          *handle = it->second;
+          return tensorflow::OkStatus();
+        }
+        if (it != handles_.end()) *single_threaded = false;  // refused before
+      }
+      if (!*single_threaded) {
+        auto it = handles_.find(Key{lib, false});
+        if (it != handles_.end()) {
+          *handle = it->second;
+          return tensorflow::OkStatus();
+        }
+      }
+    }
+    if (*single_threaded) {
+      FunctionLibraryRuntime::InstantiateOptions options;
+      options.executor_type = kSingleThreaded;
+      options.create_kernels_eagerly = true;  // the executor is built, so a refusal shows here
+      tensorflow::Status made = lib->Instantiate(func_.name(), AttrSlice(&func_.attr()), options, handle);
+      tensorflow::mutex_lock lock(mu_);
+      handles_[Key{lib, true}] = made.ok() ? *handle : tensorflow::kInvalidHandle;
+      if (made.ok()) return tensorflow::OkStatus();
+      *single_threaded = false;
+    }
+    TF_RETURN_IF_ERROR(lib->Instantiate(func_.name(), AttrSlice(&func_.attr()), handle));
+    tensorflow::mutex_lock lock(mu_);
+    handles_[Key{lib, false}] = *handle;
+    return tensorflow::OkStatus();
+  }
+
   NameAttrList func_;
+  bool single_threaded_ = true;  // the `single_threaded` attribute (janus.config.single_threaded_recursion)
   tensorflow::mutex mu_;
-  std::map<FunctionLibraryRuntime*, FunctionLibraryRuntime::Handle> handles_ TF_GUARDED_BY(mu_);
+  std::map<Key, FunctionLibraryRuntime::Handle> handles_ TF_GUARDED_BY(mu_);
 };
 
 class JanusInvokeOp : public InvokeBase {
@@ -282,6 +408,13 @@ class JanusInvokeOp : public InvokeBase {
     Run(ctx, std::move(args), num_outputs_, /*pack_frame=*/true, std::move(done));
   }
 
+ protected:
+  // Fails the depth assumption, as a budget run out does: Python then runs the call.
+  tensorflow::Status OutOfStack() const override {
+    return tensorflow::errors::FailedPrecondition("JANUS_ASSUMPTION_FAILED:", depth_assumption_,
+                                                  ": the recursion is deeper than janus's threads have stack for");
+  }
+
  private:
   int num_outputs_;
   tensorflow::int64 depth_assumption_ = 0;
@@ -309,6 +442,11 @@ class JanusInvokeGradOp : public InvokeBase {
     Run(ctx, std::move(args), num_outputs_, /*pack_frame=*/false, std::move(done));
   }
 
+ protected:
+  tensorflow::Status OutOfStack() const override {
+    return tensorflow::errors::ResourceExhausted("JanusInvokeGrad: the recursion is deeper than janus's threads have stack for");
+  }
+
  private:
   int num_outputs_;
 };
@@ -325,6 +463,7 @@ REGISTER_OP("JanusInvoke")
     .Attr("output_shapes: list(shape) >= 0")
     .Attr("f: func")
     .Attr("depth_assumption: int")
+    .Attr("single_threaded: bool = true")
     .SetIsStateful()
     .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) { return SetOutputShapes(c, 0); });
 
@@ -336,7 +475,12 @@ REGISTER_OP("JanusInvokeGrad")
     .Attr("Tout: list(type) >= 0")
     .Attr("output_shapes: list(shape) >= 0")
     .Attr("f: func")
-    .SetIsStateful()
+    .Attr("single_threaded: bool = true")
+    // Not stateful: a pure function of its inputs (the frame holds every value the backward
+    // function reads; recursive functions never write state, janus/graphgen/recursion.py). TF's
+    // automatic control dependencies chain stateful ops that take no resource in program order, so
+    // as a stateful op it made the gradient `If`s around the top invocations (one a tree of a
+    // batch) wait for each other, and the backward recursions ran one after another.
     .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) { return SetOutputShapes(c, 0); });
 
 REGISTER_KERNEL_BUILDER(Name("JanusInvoke").Device(DEVICE_CPU), JanusInvokeOp);

@@ -37,6 +37,9 @@ class Config:
             a node) run in parallel (off: chained in program order). An ablation switch.
         trim_functions: recursive graph functions run without the nodes that only forward a
             tensor (``janus.graphgen.function_trim``). An ablation switch.
+        single_threaded_recursion: recursive graph functions run under TensorFlow's
+            single-threaded executor, inline on the invoking thread (off: TF's default executor,
+            nodes scheduled on the inter-op pool; ``csrc/janus_invoke.cc``). An ablation switch.
         max_unroll: loops longer than this are converted to ``tf.while_loop`` instead.
         hot_calls: with ``janus.enable()``, calls after which a user function running TensorFlow
             is routed through janus (training steps and Keras ``call`` are routed at once).
@@ -78,6 +81,7 @@ class Config:
     unroll_loops: bool = True
     parallel_calls: bool = True
     trim_functions: bool = True
+    single_threaded_recursion: bool = True
     max_unroll: int = 256
     hot_calls: int = 5
     discovery_quiet_seconds: float = 1.0

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.eager import context
 from tensorflow.python.framework.ops import EagerTensor
 
 from janus.assumptions.checks import Assumption
@@ -57,6 +58,52 @@ from janus.profiler.observe import is_plain_namedtuple
 from janus.profiler.profile import Profile
 
 
+def _functions_only_run_by(graph: tf.Graph, names: set[str]) -> frozenset[str]:
+    """The functions the ops ``names`` of ``graph`` run (their func attributes, and the functions
+    nested in those) that no other op of ``graph`` runs: an error inside one came from those ops."""
+    callers = [op for op in graph.get_operations() if _runs_functions(op.type, op)]
+    ours = [op.node_def for op in callers if op.name in names]
+    others = [op.node_def for op in callers if op.name not in names]
+    return _functions_run_by(ours) - _functions_run_by(others)
+
+
+_TAKES_FUNCTIONS: dict[str, bool] = {}  # op type -> whether it has a func or list(func) attribute
+
+
+def _runs_functions(op_type: str, op: tf.Operation) -> bool:
+    takes = _TAKES_FUNCTIONS.get(op_type)
+    if takes is None:
+        takes = _TAKES_FUNCTIONS[op_type] = any(a.type in ("func", "list(func)") for a in op.op_def.attr)
+    return takes
+
+
+def _functions_run_by(node_defs: list) -> frozenset[str]:
+    todo = [name for node_def in node_defs for name in _function_attrs(node_def)]
+    found: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        found.add(name)
+        try:
+            fdef = context.context().get_function_def(name)
+        except Exception:  # noqa: BLE001 - not registered: nothing nested to follow
+            continue
+        for node_def in fdef.node_def:
+            todo += _function_attrs(node_def)
+    return frozenset(found)
+
+
+def _function_attrs(node_def) -> list[str]:
+    """The names of the functions a node's attributes name (``If``'s branches, ``While``'s body)."""
+    names = []
+    for value in node_def.attr.values():
+        if value.HasField("func") and value.func.name:
+            names.append(value.func.name)
+        names += [f.name for f in value.list.func if f.name]
+    return names
+
+
 @dataclasses.dataclass
 class GeneratedGraph:
     """A specialised graph plus everything needed to call it and to explain it."""
@@ -75,6 +122,9 @@ class GeneratedGraph:
     code: str
     state_writes: int
     ops_before_writes: frozenset[str]  # an op among these that raises leaves TF state untouched (after a restore)
+    # the functions those ops run (branches, loop bodies, nested): an error TF names inside one of them
+    # (``{{function_node F}}{{node N}}``) also leaves TF state untouched
+    functions_before_writes: frozenset[str]
     snapshot: tuple  # variables the runner saves before a call and puts back if an op raises
     row_saves: tuple  # scatter-updated variables the graph saves row by row; put back likewise (row_saves.py)
     later_snapshot: tuple  # variables it saves and puts back if a statement run after the graph raises
@@ -249,6 +299,7 @@ def generate(
         code=ctx.code.render(),
         state_writes=writes,
         ops_before_writes=frozenset(recoverable),
+        functions_before_writes=_functions_only_run_by(concrete.graph, recoverable),
         snapshot=snapshot,
         row_saves=tuple(saved_rows),
         later_snapshot=later_snapshot,

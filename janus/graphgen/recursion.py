@@ -295,6 +295,7 @@ class RecursiveFunction:
                 output_shapes=recursion_grad.shapes(self.outputs.shapes),
                 f=self.name,
                 depth_assumption=depth.id,
+                single_threaded=config.single_threaded_recursion,
             )
         op = _frame.op
         resources = [i + 1 for i, t in enumerate(inputs) if t.dtype == tf.resource]  # after the budget

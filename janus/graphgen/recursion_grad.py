@@ -255,7 +255,12 @@ def _invoke_grad(op: tf.Operation, *grads) -> list:
     if rf.backward is not None:
         add_to_graphs(rf.backward)
     flat = _ops().janus_invoke_grad(
-        op.outputs[-1], dys, Tout=rf.grad_dtypes, output_shapes=shapes(rf.grad_shapes), f=rf.bwd_name
+        op.outputs[-1],
+        dys,
+        Tout=rf.grad_dtypes,
+        output_shapes=shapes(rf.grad_shapes),
+        f=rf.bwd_name,
+        single_threaded=op.get_attr("single_threaded"),
     )
     flat = iter(flat)
     result: list = [None] * len(op.inputs)
