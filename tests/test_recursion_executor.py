@@ -198,6 +198,7 @@ def _run(tmp_path: Path, source: str, *args: str) -> object:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # about 30 s; what it exercises does not depend on the Python version
 def test_a_chain_deeper_than_a_thread_stack_holds_matches_eager_forward_and_backward(tmp_path):
     results = _run(tmp_path, _DEEP_CHAIN)
     for n, expected, got, _ in results:
@@ -206,7 +207,7 @@ def test_a_chain_deeper_than_a_thread_stack_holds_matches_eager_forward_and_back
     assert served[2500] == 1 and served[2600] == 1, served
 
 
-@pytest.mark.parametrize("single_threaded", ["on", "off"])
+@pytest.mark.parametrize("single_threaded", ["on", pytest.param("off", marks=pytest.mark.slow)])
 def test_a_tree_batch_training_step_matches_eager(tmp_path, single_threaded):
     result = _run(tmp_path, _TREES, single_threaded)
     for eager_loss, janus_loss in result["losses"]:
@@ -216,7 +217,7 @@ def test_a_tree_batch_training_step_matches_eager(tmp_path, single_threaded):
     assert result["graph_calls"] >= 4, result["graph_calls"]
 
 
-@pytest.mark.parametrize("single_threaded", ["on", "off"])
+@pytest.mark.parametrize("single_threaded", ["on", pytest.param("off", marks=pytest.mark.slow)])
 def test_an_error_in_a_recursive_backward_pass_keeps_the_graph_serving(tmp_path, single_threaded):
     # An op that raises inside the backward recursion (check_numerics on an infinite gradient) comes
     # before the step's updates: janus re-runs the call eagerly (eager's exception, eager's state)
