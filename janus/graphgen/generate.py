@@ -32,7 +32,7 @@ from janus.assumptions.specs import (
     TensorArg,
     UnusedArg,
 )
-from janus.graphgen import datasets, exact_rewrites, later, row_saves
+from janus.graphgen import datasets, exact_rewrites, gathered_reads, later, row_saves
 from janus.graphgen.batch_lists import BatchList
 from janus.graphgen.captures import eager_tensors_as_placeholders
 from janus.graphgen.context import GenerationContext, LateRead
@@ -242,6 +242,7 @@ def generate(
     except (NotConvertible, GenerationError) as err:
         err.runtime_flags = tuple(ctx.runtime_flags)  # the driver retries with them as constants
         raise
+    gathered_reads.rewrite_registered(concrete._inference_function.name)
     heap_paths = ctx.heap_tensors
     captures = []
     variables = {id(v.handle): v for v in concrete.variables}
