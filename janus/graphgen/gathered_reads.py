@@ -21,9 +21,10 @@ taped call runs TF's forward function, untouched):
   same variable (so a missing variable still fails the call); what waited for it waits for what
   it waited for.
 
-Only top-level nodes are rewritten, only floating-point tables (``ResourceGather``'s kernels on
-every device), and never a read whose value the function returns. A read that was a control output (TF lists
-every stateful node so) hands that over to its gathers, or, dropped, to what it waited for.
+Only top-level nodes are rewritten, only gathers placed where their read is, only floating-point
+tables (``ResourceGather``'s kernels on every device), and never a read whose value the function
+returns. A read that was a control output (TF lists every stateful node so) hands that over to
+its gathers, or, dropped, to what it waited for.
 """
 
 from __future__ import annotations
@@ -81,8 +82,8 @@ def _gathers_instead(fdef: function_pb2.FunctionDef, read) -> int:
     if returned or not data or read.attr["dtype"].type not in _TABLE_DTYPES:
         return 0
     nodes = {n.name: n for n in fdef.node_def}
-    if not all(slot == 0 and _plain_gather(node, nodes) for node, slot in data):
-        return 0
+    if not all(slot == 0 and _plain_gather(node, nodes) and node.device == read.device for node, slot in data):
+        return 0  # a gather placed apart from its read (tf.device) reads a copy where it runs
     gathers = [node for node, _ in data]
     if {w.name for w in waiting} & _ancestors(gathers, nodes, read.name):
         return 0  # a node that waits for the read computes the ids: the gather cannot wait for it
