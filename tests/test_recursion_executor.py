@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from differential import ATOL, RTOL
 
 ROOT = Path(__file__).parent.parent
 
@@ -180,7 +181,7 @@ _BACKWARD_ERROR = textwrap.dedent(
         for v, value in zip((embedding, w), saved):
             v.assign(value)
         got = outcome(jitted, trees)
-        same_state = all(np.allclose(v.numpy(), e, rtol=1e-5) for v, e in zip((embedding, w), after_eager))
+        same_state = all(np.allclose(v.numpy(), e, rtol=1e-5, atol=1e-6) for v, e in zip((embedding, w), after_eager))
         results.append([expected, got, same_state, janus.stats(jitted)["graph_calls"]])
     print(json.dumps({"results": results}))
     """
@@ -228,7 +229,9 @@ def test_an_error_in_a_recursive_backward_pass_keeps_the_graph_serving(tmp_path,
     for expected, got, same_state, _ in results:
         assert got[0] == expected[0]
         if expected[0] == "ok":
-            assert got[1] == pytest.approx(expected[1], rel=1e-5)
+            # the differential harness's tolerances: the loss is a sum of tanh outputs that nearly
+            # cancel (about -0.0027), so rounding alone moves it by more than 1e-5 of itself
+            assert got[1] == pytest.approx(expected[1], rel=RTOL, abs=ATOL)
         assert same_state
     raised = [i for i, (expected, *_) in enumerate(results) if expected[0] != "ok"]
     assert raised, "no call raised: the test proves nothing"
