@@ -29,6 +29,8 @@ its gathers, or, dropped, to what it waited for.
 
 from __future__ import annotations
 
+import collections
+
 import numpy as np
 from tensorflow.core.framework import function_pb2, types_pb2
 from tensorflow.python.eager import context
@@ -55,38 +57,44 @@ def rewrite(fdef: function_pb2.FunctionDef) -> tuple[function_pb2.FunctionDef, i
     """A copy of ``fdef`` with its gathered and unused variable reads rewritten, and how many changed."""
     out = function_pb2.FunctionDef()
     out.CopyFrom(fdef)
+    index = _Index(out)
     changed = 0
-    for read in [n for n in out.node_def if n.op == "ReadVariableOp"]:
-        changed += _gathers_instead(out, read)
-    for read in [n for n in out.node_def if n.op == "ReadVariableOp"]:
-        changed += _drop_unused(out, read)
+    for rewrite_one in (_gathers_instead, _drop_unused):
+        for name in [n.name for n in out.node_def if n.op == "ReadVariableOp"]:
+            read = index.nodes.get(name)
+            if read is not None and rewrite_one(out, index, read):
+                changed += 1
+                index = _Index(out)  # rare: a few reads a function
     return out, changed
 
 
-def _readers(fdef: function_pb2.FunctionDef, name: str) -> tuple[list, list, bool]:
-    """The nodes reading node ``name``'s outputs (with the input slot), the nodes waiting for it,
-    and whether the function returns its value."""
-    data, control = [], []
-    for node in fdef.node_def:
-        for slot, ref in enumerate(node.input):
-            if ref == f"^{name}":
-                control.append(node)
-            elif not ref.startswith("^") and ref.split(":", 1)[0] == name:
-                data.append((node, slot))
-    returned = any(ref.split(":", 1)[0] == name for ref in fdef.ret.values())
-    return data, control, returned
+class _Index:
+    """Who reads and who waits for each node of a function, found in one pass over its nodes."""
+
+    def __init__(self, fdef: function_pb2.FunctionDef) -> None:
+        self.nodes = {node.name: node for node in fdef.node_def}
+        self.data: dict[str, list] = collections.defaultdict(list)  # name -> [(reader, input slot)]
+        self.waiting: dict[str, list] = collections.defaultdict(list)  # name -> nodes with ^name
+        self.first_inputs = collections.Counter(node.input[0] for node in fdef.node_def if node.input)
+        for node in fdef.node_def:
+            for slot, ref in enumerate(node.input):
+                if ref.startswith("^"):
+                    self.waiting[ref[1:]].append(node)
+                else:
+                    self.data[ref.split(":", 1)[0]].append((node, slot))
+        self.returned = {ref.split(":", 1)[0] for ref in fdef.ret.values()}
 
 
-def _gathers_instead(fdef: function_pb2.FunctionDef, read) -> int:
-    data, waiting, returned = _readers(fdef, read.name)
-    if returned or not data or read.attr["dtype"].type not in _TABLE_DTYPES:
-        return 0
-    nodes = {n.name: n for n in fdef.node_def}
+def _gathers_instead(fdef: function_pb2.FunctionDef, index: _Index, read) -> bool:
+    data, waiting = index.data.get(read.name, []), index.waiting.get(read.name, [])
+    if read.name in index.returned or not data or read.attr["dtype"].type not in _TABLE_DTYPES:
+        return False
+    nodes = index.nodes
     if not all(slot == 0 and _plain_gather(node, nodes) and node.device == read.device for node, slot in data):
-        return 0  # a gather placed apart from its read (tf.device) reads a copy where it runs
+        return False  # a gather placed apart from its read (tf.device) reads a copy where it runs
     gathers = [node for node, _ in data]
     if {w.name for w in waiting} & _ancestors(gathers, nodes, read.name):
-        return 0  # a node that waits for the read computes the ids: the gather cannot wait for it
+        return False  # a node that waits for the read computes the ids: the gather cannot wait for it
     resource = read.input[0]
     read_waits = [ref for ref in read.input if ref.startswith("^")]
     for gather in gathers:
@@ -106,22 +114,20 @@ def _gathers_instead(fdef: function_pb2.FunctionDef, read) -> int:
         _replace_wait(node, read.name, [f"^{g.name}" for g in gathers])
     _replace_control_output(fdef, read.name, [g.name for g in gathers])
     _remove(fdef, read.name)
-    return 1
+    return True
 
 
-def _drop_unused(fdef: function_pb2.FunctionDef, read) -> int:
-    data, waiting, returned = _readers(fdef, read.name)
-    if returned or data:
-        return 0
-    resource = read.input[0]
-    if not any(n is not read and n.input and n.input[0] == resource for n in fdef.node_def):
-        return 0  # the only read of its variable: kept, so that a missing variable fails the call
+def _drop_unused(fdef: function_pb2.FunctionDef, index: _Index, read) -> bool:
+    if read.name in index.returned or index.data.get(read.name):
+        return False
+    if index.first_inputs[read.input[0]] < 2:
+        return False  # the only read of its variable: kept, so that a missing variable fails the call
     read_waits = [ref for ref in read.input if ref.startswith("^")]
-    for node in waiting:
+    for node in index.waiting.get(read.name, []):
         _replace_wait(node, read.name, read_waits)
     _replace_control_output(fdef, read.name, [ref[1:] for ref in read_waits])
     _remove(fdef, read.name)
-    return 1
+    return True
 
 
 def _plain_gather(node, nodes: dict) -> bool:
