@@ -124,13 +124,7 @@ def test_updates_before_and_after_the_gathers_of_one_step_are_seen_as_in_eager()
 
 
 def _upstream_names(node, nodes: dict) -> set[str]:
-    seen, todo = set(), [ref.lstrip("^").split(":", 1)[0] for ref in node.input]
-    while todo:
-        name = todo.pop()
-        if name not in seen and name in nodes:
-            seen.add(name)
-            todo += [ref.lstrip("^").split(":", 1)[0] for ref in nodes[name].input]
-    return seen
+    return gathered_reads._ancestors([node], nodes, skip="")
 
 
 def _upstream(node, nodes: dict) -> set[str]:

@@ -6,8 +6,8 @@ of the whole variable, then the rows. Once an optimizer has scattered into the v
 updates of an embedding or of softmax weights), TensorFlow keeps it in copy-on-read mode, and each
 ``ReadVariableOp`` copies it whole: 25.6 MB for each of the LM benchmark's two 50,000 x 128 tables,
 about 3 ms each a step on this machine, the first of them on the critical path (the LSTM waits for
-its embedding). Keras also leaves a read whose value nothing uses (``ops.take``'s shape, known while
-tracing), which copies the table a third time.
+its embedding). The LM's embedding trace also holds a read whose value nothing uses
+(``embedding/Shape/ReadVariableOp``), which copies the table a third time.
 
 The rewrite, on the function registered in the eager context (the call path without a tape; a
 taped call runs TF's forward function, untouched):
