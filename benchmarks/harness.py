@@ -10,6 +10,7 @@ import dataclasses
 import datetime
 import itertools
 import json
+import math
 import os
 import platform
 import statistics
@@ -30,6 +31,9 @@ class Measurement:
     samples: dict[str, list[float]]
     items_per_step: float = 1.0
     notes: dict = dataclasses.field(default_factory=dict)
+    cold_step: dict[str, float] = dataclasses.field(
+        default_factory=dict
+    )  # median seconds of a repeat's first (untimed) step
 
     def throughput(self, variant: str) -> float:
         return self.items_per_step / self.per_step[variant]
@@ -54,18 +58,45 @@ def measure(
     warmup: int = 5,
     repeats: int = 7,
     steps: int = 10,
+    rewarm: int = 0,
+    min_seconds: float = 0.0,
+    max_repeats: int = 25,
     sync: Callable[[object], object] | None = None,
 ) -> Measurement:
-    """Times ``steps`` calls of each variant per repeat, in :func:`balanced_orders`."""
+    """Times ``steps`` calls of each variant per repeat, in :func:`balanced_orders`.
+
+    ``rewarm`` untimed calls precede each repeat's timed ones. The first step after another
+    variant's steps runs cold on these machines: a TreeRNN training step under janus took 45 ms
+    after an eager step, 90-110 ms after a second of sleep, against 20-25 ms back to back, and a
+    64 MB NumPy sum 10 ms after a second of sleep against 4.6 ms. A training loop runs its steps
+    back to back, so the timed steps follow a warm one; the cold step's cost is reported apart.
+
+    ``min_seconds``: more repeats (up to ``max_repeats``) where ``repeats`` would time less than this,
+    estimated from each variant's last warm-up step. Short steps otherwise give a median of few,
+    short samples: AN's 13-18 ms steps, timed 3 a repeat and 7 repeats, moved its ratio by about 7%
+    between processes.
+    """
     sync = sync or _sync
-    for fn in variants.values():
+    last: dict[str, float] = {}
+    for key, fn in variants.items():
         for _ in range(warmup):
+            start = time.perf_counter()
             sync(fn())
+            last[key] = time.perf_counter() - start
+    repeat_seconds = steps * sum(last.values())
+    if min_seconds > 0 and repeat_seconds > 0:
+        repeats = max(repeats, min(max_repeats, math.ceil(min_seconds / repeat_seconds)))
     samples: dict[str, list[float]] = {k: [] for k in variants}
+    cold: dict[str, list[float]] = {k: [] for k in variants}
     orders = balanced_orders(list(variants))
     for r in range(repeats):
         for key in orders[r % len(orders)]:
             fn = variants[key]
+            for i in range(rewarm):
+                start = time.perf_counter()
+                sync(fn())
+                if i == 0:
+                    cold[key].append(time.perf_counter() - start)
             start = time.perf_counter()
             out = None
             for _ in range(steps):
@@ -73,7 +104,8 @@ def measure(
             sync(out)
             samples[key].append((time.perf_counter() - start) / steps)
     per_step = {k: statistics.median(v) for k, v in samples.items()}
-    return Measurement(name, unit, per_step, samples, items_per_step)
+    cold_step = {k: statistics.median(v) for k, v in cold.items() if v}
+    return Measurement(name, unit, per_step, samples, items_per_step, cold_step=cold_step)
 
 
 def balanced_orders(keys: list[str]) -> list[list[str]]:

@@ -44,6 +44,25 @@ def table3_markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def cold_steps_markdown(rows: list[dict]) -> str:
+    """The untimed first step of each repeat (it follows another variant's steps and runs cold), as ratios."""
+    cold = [m for m in rows if m.get("cold_ms_per_step")]
+    if not cold:
+        return ""
+    ratios = ", ".join(
+        f"{m['name']} {m['cold_ms_per_step']['imperative'] / m['cold_ms_per_step']['janus']:.2f}× eager, "
+        f"{m['cold_ms_per_step']['symbolic'] / m['cold_ms_per_step']['janus']:.2f}× symbolic"
+        for m in cold
+    )
+    return (
+        "\n\nEach repeat times its steps after one untimed step of the same variant (`harness.measure`'s "
+        "`rewarm`): the first step after another variant's runs cold on these machines. Those cold first steps, "
+        f"janus's speed-up (medians of the repeats): {ratios}. Repeats: "
+        + ", ".join(f"{m['name']} {m['repeats']}" for m in cold if "repeats" in m)
+        + " (more where 7 would time under 12 s)."
+    )
+
+
 def _core(payload: dict) -> list[dict]:
     """The [core]/[control-flow]/[state] benchmark rows (older summaries kept them under "models")."""
     return payload.get("core") or [m for m in payload.get("models", []) if "naive_tf_function" not in m]
@@ -259,6 +278,7 @@ def update_readme(results_file: Path = ROOT / "benchmarks" / "results" / "summar
             f"**Table 3, measured** (`benchmarks/table3.py`, {date}; throughput in the unit shown, medians of "
             "interleaved repeats after warm-up; profiling and graph building excluded and reported in the JSON):\n\n"
             + table3_markdown(rows)
+            + cold_steps_markdown(rows)
             + "\n\n"
             + body
         )

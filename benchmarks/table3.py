@@ -153,6 +153,7 @@ def run_model(name: str, quick: bool) -> dict:
     m = measure(
         name, variants, unit=mod.UNIT, items_per_step=mod.items_per_step(quick),
         warmup=1 if quick else 3, repeats=2 if quick else 7, steps=1 if quick else 3,
+        rewarm=0 if quick else 1, min_seconds=0.0 if quick else 12.0,
     )  # fmt: skip
     return {
         "name": name,
@@ -166,6 +167,8 @@ def run_model(name: str, quick: bool) -> dict:
         "janus_over_symbolic": m.ratio("janus", "symbolic"),
         "janus_over_symbolic_paired": m.paired_ratio("janus", "symbolic"),
         "ms_per_step": {k: v * 1e3 for k, v in m.per_step.items()},
+        "cold_ms_per_step": {k: v * 1e3 for k, v in m.cold_step.items()},
+        "repeats": len(m.samples["janus"]),
         "janus_build_seconds": recorder.total("build_seconds"),
         "janus_first_steps_seconds": checked["janus_first_steps_seconds"],
         "janus_graph_calls": recorder.total("graph_calls"),

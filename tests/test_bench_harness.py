@@ -6,6 +6,7 @@ import statistics
 
 import pytest
 
+import benchmarks.harness as harness
 from benchmarks.harness import Measurement, balanced_orders, measure
 
 
@@ -43,3 +44,31 @@ def test_paired_ratio_cancels_drift_between_repeats():
     m.samples["b"] = [1.25, 1.25, 1.25 * 2, 1.25 * 2, 1.0 * 2]
     assert m.paired_ratio("a", "b") == pytest.approx(1.25)
     assert statistics.median(m.samples["b"]) / statistics.median(a) != pytest.approx(1.25)
+
+
+def test_rewarm_runs_untimed_steps_before_each_repeat_and_reports_the_cold_one(monkeypatch):
+    calls = []
+    clock = {"t": 0.0}
+
+    def variant(key, cold, warm):
+        def run():
+            # The first call of a repeat (right after another variant) is the slow one.
+            clock["t"] += cold if not calls or calls[-1] != key else warm
+            calls.append(key)
+
+        return run
+
+    variants = {"a": variant("a", 5.0, 1.0), "b": variant("b", 7.0, 2.0)}
+    monkeypatch.setattr(harness.time, "perf_counter", lambda: clock["t"])
+    m = measure("rewarm", variants, unit="s", warmup=0, repeats=4, steps=2, rewarm=1, sync=lambda out: out)
+    assert calls == [k for order in balanced_orders(list("ab")) * 4 for k in order for _ in range(3)]
+    assert m.per_step == {"a": 1.0, "b": 2.0}  # the timed steps all followed a step of their own variant
+    assert m.cold_step == {"a": 5.0, "b": 7.0}
+
+
+def test_min_seconds_adds_repeats_for_short_steps_up_to_the_cap():
+    variants = {k: (lambda: None) for k in "ab"}
+    short = measure("short", variants, unit="s", warmup=1, repeats=3, steps=1, min_seconds=10.0, max_repeats=9)
+    assert all(len(v) == 9 for v in short.samples.values())
+    plain = measure("plain", variants, unit="s", warmup=1, repeats=3, steps=1)
+    assert all(len(v) == 3 for v in plain.samples.values())
