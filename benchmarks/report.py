@@ -59,7 +59,7 @@ def cold_steps_markdown(rows: list[dict]) -> str:
         "`rewarm`): the first step after another variant's runs cold on these machines. Those cold first steps, "
         f"janus's speed-up (medians of the repeats): {ratios}. Repeats: "
         + ", ".join(f"{m['name']} {m['repeats']}" for m in cold if "repeats" in m)
-        + " (more where 7 would time under 12 s)."
+        + " (more than 11 where 11 would time under 12 s)."
     )
 
 

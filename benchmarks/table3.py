@@ -152,7 +152,7 @@ def run_model(name: str, quick: bool) -> dict:
     variants = {variant: step for variant, (_, step) in checked["programs"].items()}
     m = measure(
         name, variants, unit=mod.UNIT, items_per_step=mod.items_per_step(quick),
-        warmup=1 if quick else 3, repeats=2 if quick else 7, steps=1 if quick else 3,
+        warmup=1 if quick else 3, repeats=2 if quick else 11, steps=1 if quick else 3,
         rewarm=0 if quick else 1, min_seconds=0.0 if quick else 12.0,
     )  # fmt: skip
     return {
@@ -169,6 +169,7 @@ def run_model(name: str, quick: bool) -> dict:
         "ms_per_step": {k: v * 1e3 for k, v in m.per_step.items()},
         "cold_ms_per_step": {k: v * 1e3 for k, v in m.cold_step.items()},
         "repeats": len(m.samples["janus"]),
+        "samples_ms": {k: [t * 1e3 for t in v] for k, v in m.samples.items()},
         "janus_build_seconds": recorder.total("build_seconds"),
         "janus_first_steps_seconds": checked["janus_first_steps_seconds"],
         "janus_graph_calls": recorder.total("graph_calls"),
