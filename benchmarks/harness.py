@@ -67,8 +67,8 @@ def measure(
 
     ``rewarm`` untimed calls precede each repeat's timed ones. The first step after another
     variant's steps runs cold on these machines: a TreeRNN training step under janus took 45 ms
-    after an eager step, 90-110 ms after a second of sleep, against 20-25 ms back to back, and a
-    64 MB NumPy sum 10 ms after a second of sleep against 4.6 ms. A training loop runs its steps
+    after an eager step (median), 90-110 ms after a second of sleep, against a median of 22.8 ms back to
+    back, and a 64 MB NumPy sum 8-12 ms after a second of sleep against 4-6 ms. A training loop runs its steps
     back to back, so the timed steps follow a warm one; the cold step's cost is reported apart.
 
     ``min_seconds``: more repeats (up to ``max_repeats``) where ``repeats`` would time less than this,

@@ -45,22 +45,27 @@ def table3_markdown(rows: list[dict]) -> str:
 
 
 def cold_steps_markdown(rows: list[dict]) -> str:
-    """The untimed first step of each repeat (it follows another variant's steps and runs cold), as ratios."""
+    """The untimed first step of each repeat (it follows another variant's steps and runs cold)."""
     cold = [m for m in rows if m.get("cold_ms_per_step")]
     if not cold:
         return ""
-    ratios = ", ".join(
-        f"{m['name']} {m['cold_ms_per_step']['imperative'] / m['cold_ms_per_step']['janus']:.2f}× eager, "
-        f"{m['cold_ms_per_step']['symbolic'] / m['cold_ms_per_step']['janus']:.2f}× symbolic"
-        for m in cold
-    )
-    return (
-        "\n\nEach repeat times its steps after one untimed step of the same variant (`harness.measure`'s "
-        "`rewarm`): the first step after another variant's runs cold on these machines. Those cold first steps, "
-        f"janus's speed-up (medians of the repeats): {ratios}. Repeats: "
-        + ", ".join(f"{m['name']} {m['repeats']}" for m in cold if "repeats" in m)
-        + " (more than 11 where 11 would time under 12 s)."
-    )
+    lines = [
+        "",
+        "",
+        "Each repeat times its steps after one untimed step of the same variant (`harness.measure`'s "
+        "`rewarm`): the first step after another variant's runs cold on these machines. Those first "
+        "steps, medians over the repeats, and the repeats timed (more than 11 where 11 would time under 12 s):",
+        "",
+        "| model | repeats | cold step, eager / janus / symbolic (ms) | cold janus ÷ eager | cold janus ÷ symbolic |",
+        "|---|---|---|---|---|",
+    ]
+    for m in cold:
+        ms = m["cold_ms_per_step"]
+        lines.append(
+            f"| {m['name']} | {m.get('repeats', '')} | {ms['imperative']:.1f} / {ms['janus']:.1f} / "
+            f"{ms['symbolic']:.1f} | {ms['imperative'] / ms['janus']:.2f}× | {ms['symbolic'] / ms['janus']:.2f}× |"
+        )
+    return "\n".join(lines)
 
 
 def _core(payload: dict) -> list[dict]:

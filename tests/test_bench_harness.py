@@ -72,3 +72,17 @@ def test_min_seconds_adds_repeats_for_short_steps_up_to_the_cap():
     assert all(len(v) == 9 for v in short.samples.values())
     plain = measure("plain", variants, unit="s", warmup=1, repeats=3, steps=1)
     assert all(len(v) == 3 for v in plain.samples.values())
+
+
+def test_cold_steps_table_lists_each_measured_model_and_nothing_for_quick_runs():
+    from benchmarks.report import cold_steps_markdown
+
+    row = {
+        "name": "treernn",
+        "repeats": 11,
+        "cold_ms_per_step": {"imperative": 1250.0, "janus": 50.0, "symbolic": 500.0},
+    }
+    table = cold_steps_markdown([row, {"name": "quick", "cold_ms_per_step": {}}])
+    assert "| treernn | 11 | 1250.0 / 50.0 / 500.0 | 25.00× | 10.00× |" in table
+    assert "quick" not in table
+    assert cold_steps_markdown([{"name": "quick", "cold_ms_per_step": {}}]) == ""
