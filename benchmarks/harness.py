@@ -31,9 +31,8 @@ class Measurement:
     samples: dict[str, list[float]]
     items_per_step: float = 1.0
     notes: dict = dataclasses.field(default_factory=dict)
-    cold_step: dict[str, float] = dataclasses.field(
-        default_factory=dict
-    )  # median seconds of a repeat's first (untimed) step
+    # Median seconds of a repeat's first, untimed step (``measure``'s ``rewarm``), by variant.
+    cold_step: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def throughput(self, variant: str) -> float:
         return self.items_per_step / self.per_step[variant]

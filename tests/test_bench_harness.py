@@ -3,6 +3,7 @@
 import collections
 import itertools
 import statistics
+import types
 
 import pytest
 
@@ -59,18 +60,37 @@ def test_rewarm_runs_untimed_steps_before_each_repeat_and_reports_the_cold_one(m
         return run
 
     variants = {"a": variant("a", 5.0, 1.0), "b": variant("b", 7.0, 2.0)}
-    monkeypatch.setattr(harness.time, "perf_counter", lambda: clock["t"])
+    monkeypatch.setattr(harness, "time", types.SimpleNamespace(perf_counter=lambda: clock["t"]))
     m = measure("rewarm", variants, unit="s", warmup=0, repeats=4, steps=2, rewarm=1, sync=lambda out: out)
     assert calls == [k for order in balanced_orders(list("ab")) * 4 for k in order for _ in range(3)]
     assert m.per_step == {"a": 1.0, "b": 2.0}  # the timed steps all followed a step of their own variant
     assert m.cold_step == {"a": 5.0, "b": 7.0}
 
 
-def test_min_seconds_adds_repeats_for_short_steps_up_to_the_cap():
-    variants = {k: (lambda: None) for k in "ab"}
-    short = measure("short", variants, unit="s", warmup=1, repeats=3, steps=1, min_seconds=10.0, max_repeats=9)
+def test_min_seconds_adds_repeats_for_short_steps_up_to_the_cap(monkeypatch):
+    clock = {"t": 0.0}
+
+    def step():  # one second a call, on the harness's clock
+        clock["t"] += 1.0
+
+    monkeypatch.setattr(harness, "time", types.SimpleNamespace(perf_counter=lambda: clock["t"]))
+    variants = {"a": step, "b": step}
+    # 3 repeats would time 3 * 1 * (1 + 1) = 6 s: 10 s needs 5 repeats; 100 s would need 50, capped at 9.
+    enough = measure("enough", variants, unit="s", warmup=1, repeats=3, steps=1, min_seconds=10.0, sync=lambda out: out)
+    assert all(len(v) == 5 for v in enough.samples.values())
+    short = measure(
+        "short",
+        variants,
+        unit="s",
+        warmup=1,
+        repeats=3,
+        steps=1,
+        min_seconds=100.0,
+        max_repeats=9,
+        sync=lambda out: out,
+    )
     assert all(len(v) == 9 for v in short.samples.values())
-    plain = measure("plain", variants, unit="s", warmup=1, repeats=3, steps=1)
+    plain = measure("plain", variants, unit="s", warmup=1, repeats=3, steps=1, sync=lambda out: out)
     assert all(len(v) == 3 for v in plain.samples.values())
 
 
