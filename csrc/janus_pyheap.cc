@@ -14,8 +14,11 @@
 
 #include <Python.h>
 
+#include <immintrin.h>
+
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <string>
 
 #include "tensorflow/core/framework/op.h"
@@ -90,14 +93,46 @@ class GilHold {
         PyGILState_Release(first);  // this thread already held the GIL: nothing to keep
       }
     }
+    queued_ = !PyGILState_Check();
+    if (queued_) Queue().Lock();
     state_ = PyGILState_Ensure();
   }
-  ~GilHold() { PyGILState_Release(state_); }
+  ~GilHold() {
+    PyGILState_Release(state_);
+    if (queued_) Queue().Unlock();
+  }
   GilHold(const GilHold&) = delete;
   GilHold& operator=(const GilHold&) = delete;
 
  private:
+  // TensorFlow's threads reading the heap at once queue here before the GIL: a heap read holds the
+  // GIL for a microsecond or two, and a thread that finds it taken otherwise sleeps in the
+  // interpreter's condition variable and is woken by a futex call (two system calls and a context
+  // switch a contended read). A short spin, then a sleep, as a thread holding this lock may itself
+  // wait for a Python thread that keeps the GIL. A thread that already holds the GIL skips it, so
+  // no thread ever waits here while holding the GIL.
+  class SpinThenBlock {
+   public:
+    void Lock() {
+      for (int i = 0; i < kSpins; ++i) {
+        if (mutex_.try_lock()) return;
+        _mm_pause();
+      }
+      mutex_.lock();
+    }
+    void Unlock() { mutex_.unlock(); }
+
+   private:
+    static constexpr int kSpins = 1000;
+    std::mutex mutex_;
+  };
+  static SpinThenBlock& Queue() {
+    static SpinThenBlock* queue = new SpinThenBlock;  // never destroyed: pool threads outlive statics
+    return *queue;
+  }
+
   PyGILState_STATE state_;
+  bool queued_ = false;
 };
 
 // Calls janus.ops.pyheap.<function>(*args) with the GIL held; steals the reference to `args`.
