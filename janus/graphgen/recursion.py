@@ -461,31 +461,44 @@ def _pointer_param(value: object) -> Param:
 
 # ---------------------------------------------------------------------------- tracing
 def _trace_twice(interp, func, names, template, params, outputs, loc) -> RecursiveFunction | OutputSpec:
-    """Traces the body once to learn its captures, then for real; relaxed outputs when the body disagrees."""
+    """Traces the body once to learn its captures, then for real; relaxed outputs when the body disagrees.
+
+    A gradient whose form differs from the one declared (a sparse table's) takes another real
+    trace: building a gradient changes the conds of the graph it was built on.
+    """
     uid = next(_names)
     base = f"janus_rec_{func.__name__}_{uid}"
     rf = RecursiveFunction(func.__code__, base, f"{base}_grad", params, template, outputs, captures=[])
     recursion_grad.registry[rf.name] = rf
     probe = _trace(interp, func, names, rf, loc, probe=True)
     rf.captures = list(probe.external_captures)
-    graph = _trace(interp, func, names, rf, loc, probe=False)
-    keep_fallible(graph, graph.outputs)  # an unread tf.gather still raises, as in eager
-    if _updates_tf_state(graph):
-        raise NotConvertible(
-            "a recursive function updates a TF variable (an invocation only reads them: its updates could "
-            "not be ordered or put back)",
-            loc,
-        )
-    extra = [t for t in graph.external_captures if all(t is not c for c in rf.captures)]
-    if extra:
-        raise NotConvertible("a recursive function captures different tensors on each trace", loc)
-    actual = [tuple(t.shape) if t.shape.rank is not None else None for t in graph.outputs[: len(outputs.dtypes)]]
-    relaxed = [
-        merge_shapes([d, a]) if d is not None and a is not None else None for d, a in zip(outputs.shapes, actual)
-    ]
-    if relaxed != outputs.shapes:
-        return OutputSpec(outputs.template, outputs.dtypes, relaxed)
-    recursion_grad.differentiate(rf, graph, loc)
+    assumptions = dict(interp.ctx.assumptions)
+    kinds = None
+    for _attempt in range(3):
+        interp.ctx.assumptions.clear()
+        interp.ctx.assumptions.update(assumptions)
+        graph = _trace(interp, func, names, rf, loc, probe=False)
+        keep_fallible(graph, graph.outputs)  # an unread tf.gather still raises, as in eager
+        if _updates_tf_state(graph):
+            raise NotConvertible(
+                "a recursive function updates a TF variable (an invocation only reads them: its updates could "
+                "not be ordered or put back)",
+                loc,
+            )
+        extra = [t for t in graph.external_captures if all(t is not c for c in rf.captures)]
+        if extra:
+            raise NotConvertible("a recursive function captures different tensors on each trace", loc)
+        actual = [tuple(t.shape) if t.shape.rank is not None else None for t in graph.outputs[: len(outputs.dtypes)]]
+        relaxed = [
+            merge_shapes([d, a]) if d is not None and a is not None else None for d, a in zip(outputs.shapes, actual)
+        ]
+        if relaxed != outputs.shapes:
+            return OutputSpec(outputs.template, outputs.dtypes, relaxed)
+        kinds = recursion_grad.differentiate(rf, graph, loc, kinds)
+        if kinds is None:
+            break
+    else:
+        raise NotConvertible("the gradient of a recursive function changes form each time it is built", loc)
     rf.forward = atomic_function.from_func_graph(rf.name, graph, {})
     if config.trim_functions:
         function_trim.trim_registered(rf.name)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import tensorflow as tf
-from tensorflow.python.eager import backprop_util
+from tensorflow.python.eager import backprop_util, context
 from tensorflow.python.eager.polymorphic_function import atomic_function
 from tensorflow.python.framework import func_graph as func_graph_module
 from tensorflow.python.framework import ops
@@ -45,88 +45,73 @@ def add_to_graphs(function: object) -> None:
         graph = getattr(graph, "outer_graph", None)
 
 
-def differentiate(rf: RecursiveFunction, graph, loc: str) -> None:
-    """Builds the backward function and makes the forward output what it needs."""
+def differentiate(rf: RecursiveFunction, graph, loc: str, kinds: list[str] | None = None) -> list[str] | None:
+    """Builds the backward function and makes the forward ``graph`` output what it needs.
+
+    ``kinds`` declares each trainable input's gradient (dense first where not given). Returns None
+    when the backward is built (or nothing is differentiable), or the kinds the gradient really
+    has (an embedding table's comes out sparse): the caller then traces a fresh ``graph`` and
+    calls again with them, because an attempt leaves the intermediates it needed on the graph's
+    conds.
+
+    The conds hand their intermediates to the backward as plain tensors (``FakeParam``s from the
+    branch that did not compute them), as TF builds cond gradients for XLA, not wrapped in
+    optionals: an optional cost a variant allocation forward and a node each way, per value, per
+    invocation. TF's switch for this is process-wide while it is off; a cond gradient that
+    another thread builds meanwhile takes the same, equivalent form.
+    """
     n_out = len(rf.outputs.dtypes)
     rf.trainable_outputs = [i for i, t in enumerate(graph.outputs[:n_out]) if _trainable(t.dtype)]
     rf.trainable_inputs = [i for i, t in enumerate(graph.inputs) if _trainable(t.dtype)]
     if not rf.trainable_outputs or not rf.trainable_inputs:
-        return
-    # Dense first; gradients that come out sparse (embedding tables) are then declared sparse.
-    kinds = ["dense"] * len(rf.trainable_inputs)
-    originals = _cond_output_counts(graph)
-    for _attempt in range(3):
-        try:
-            with _intermediates_untrainable(originals):
-                actual = _build_backward(rf, graph, kinds, loc)
-        except LookupError as err:  # a persistent tape open around the call records the backward's own ops
-            why = str(err).split(". ")[0]
-            raise NotConvertible(f"the gradient of a recursive function cannot be built here ({why})", loc) from None
-        if actual == kinds:
-            return
-        kinds = actual
-    raise NotConvertible("the gradient of a recursive function changes form each time it is built", loc)
+        return None
+    kinds = kinds or ["dense"] * len(rf.trainable_inputs)
+    try:
+        with (
+            _frames_untrainable(),
+            context.temporarily_disable_optionals_in_gradients(),
+        ):
+            actual = _build_backward(rf, graph, kinds, loc)
+    except LookupError as err:  # a persistent tape open around the call records the backward's own ops
+        why = str(err).split(". ")[0]
+        raise NotConvertible(f"the gradient of a recursive function cannot be built here ({why})", loc) from None
+    return None if actual == kinds else actual
 
 
-def _cond_output_counts(graph) -> dict[int, int]:
-    """The outputs each ``tf.cond`` of ``graph`` (and of its branches, nested) has before any gradient.
-
-    Keyed by ``id`` of the ``If`` op and of each branch graph. Building a gradient makes a cond
-    output the intermediates its gradient needs (``cond_v2._IfGrad``), on the forward op itself.
-    """
-    counts: dict[int, int] = {}
-    todo = [graph]
-    while todo:
-        for op in todo.pop().get_operations():
-            if op.type in ("If", "StatelessIf"):
-                counts[id(op)] = len(op.outputs)
-                for branch in (getattr(op, "_true_graph", None), getattr(op, "_false_graph", None)):
-                    if branch is not None:
-                        counts[id(branch)] = len(op.outputs)
-                        todo.append(branch)
-    return counts
-
-
-_building = threading.local()  # .originals: the cond output counts of the backward this thread builds
+_building = threading.local()  # .active: this thread builds a backward
 _install_lock = threading.Lock()
 
 
 @contextlib.contextmanager
-def _intermediates_untrainable(originals: dict[int, int]):
-    """While a backward is built, frames and the intermediates an earlier attempt added to conds carry no gradient.
+def _frames_untrainable():
+    """While a backward is built, a ``JanusInvoke``'s frame output carries no gradient.
 
-    A retried attempt (sparse gradients) finds the conds already outputting the first attempt's
-    intermediates. TF would feed them zero gradients, which every backward invocation then
-    materialises and adds (``ZerosLike`` of optionals, ``OptionalGetValue``, ``AddN``), for
-    gradients that are zero: nothing but the backward reads an intermediate. Likewise a
-    ``JanusInvoke``'s frame output would get a ``ZerosLike`` per invocation that nothing reads.
-    TF asks ``backprop_util.IsTrainable``; janus's wrapper of it answers for this thread's build
-    only and defers to TF everywhere else.
+    TF would feed it a ``ZerosLike`` per invocation that nothing reads (``_invoke_grad`` never
+    reads the frame's gradient). TF asks ``backprop_util.IsTrainable``; janus's wrapper of it
+    answers for this thread's build only and defers to TF everywhere else.
     """
     with _install_lock:
         if not getattr(backprop_util.IsTrainable, "_janus", False):
             backprop_util.IsTrainable = _is_trainable_wrapper(backprop_util.IsTrainable)
-    outer = getattr(_building, "originals", None)
-    _building.originals = originals
+    outer = getattr(_building, "active", False)
+    _building.active = True
     try:
         yield
     finally:
-        _building.originals = outer
+        _building.active = outer
 
 
 def _is_trainable_wrapper(trainable: Callable[[object], bool]) -> Callable[[object], bool]:
     def is_trainable(tensor_or_dtype) -> bool:
-        originals = getattr(_building, "originals", None)
         op = getattr(tensor_or_dtype, "op", None)
-        if originals is not None and op is not None:
-            if op.type == "JanusInvoke" and tensor_or_dtype.value_index == len(op.outputs) - 1:
-                return False  # the frame: _invoke_grad never reads its gradient
-            count = originals.get(id(op))
-            if count is not None and tensor_or_dtype.value_index >= count:
-                return False
-            count = originals.get(id(getattr(tensor_or_dtype, "graph", None)))
-            if count is not None and any(t is tensor_or_dtype for t in tensor_or_dtype.graph.outputs[count:]):
-                return False
+        building = getattr(_building, "active", False)
+        if (
+            building
+            and op is not None
+            and op.type == "JanusInvoke"
+            and tensor_or_dtype.value_index == len(op.outputs) - 1
+        ):
+            return False
         return trainable(tensor_or_dtype)
 
     is_trainable._janus = True  # noqa: SLF001

@@ -1,0 +1,105 @@
+"""[recursion] #19: the forms recursive graph functions take for speed keep eager's answers.
+
+- A cond inside a recursive function hands its intermediates to the backward as plain tensors
+  (``FakeParam`` on the branch that did not compute them), not wrapped in optionals; a sparse
+  gradient (an embedding table's) is found on one trace and built on a fresh one.
+- Heap reads queue for the GIL in janus's ops; a Python thread that keeps the interpreter busy
+  meanwhile delays them but neither deadlocks nor changes an answer.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import tensorflow as tf
+from differential import run_differential
+from tensorflow.python.eager import context
+from test_recursion import random_tree, tree_program
+
+import janus
+from janus.graphgen import recursion_grad
+
+_OPTIONAL_OPS = frozenset({"OptionalFromValue", "OptionalNone", "OptionalGetValue", "OptionalHasValue"})
+
+
+def _ops_within(name: str, seen: set[str] | None = None) -> list[str]:
+    """The op types of function ``name`` and of every function its conds and calls name."""
+    seen = set() if seen is None else seen
+    if name in seen:
+        return []
+    seen.add(name)
+    fdef = context.context().get_function_def(name)
+    found = []
+    for node in fdef.node_def:
+        found.append(node.op)
+        for attr in node.attr.values():
+            if attr.HasField("func") and attr.func.name != name:
+                found += _ops_within(attr.func.name, seen)
+    return found
+
+
+def _tree_functions() -> list[recursion_grad.RecursiveFunction]:
+    return [rf for rf in recursion_grad.registry.values() if rf.code.co_name == "encode" and rf.backward is not None]
+
+
+def test_a_recursive_tree_step_passes_cond_intermediates_as_plain_tensors():
+    before = set(recursion_grad.registry)
+    rng = np.random.default_rng(11)
+    run_differential(tree_program(train=True), [([random_tree(rng, 9), random_tree(rng, 5)],) for _ in range(6)],
+                     min_graph_calls=2)  # fmt: skip
+    built = [rf for rf in _tree_functions() if rf.name not in before]
+    assert built, "no recursive function was built"
+    for rf in built:
+        assert "sparse" in rf.grad_kinds  # the embedding table's gradient: found on one trace, built on another
+        forward, backward = _ops_within(rf.name), _ops_within(rf.bwd_name)
+        assert "If" in forward and "FakeParam" in forward
+        assert not _OPTIONAL_OPS & set(forward + backward), sorted(_OPTIONAL_OPS & set(forward + backward))
+        assert "JanusInvokeGrad" in backward
+
+
+def test_heap_reads_finish_while_a_python_thread_keeps_the_interpreter_busy():
+    stop = threading.Event()
+
+    def busy() -> None:
+        count = 0
+        while not stop.is_set():
+            count += 1  # pure Python: holds the GIL but for the interpreter's switch interval
+
+    spinner = threading.Thread(target=busy, daemon=True)
+    outcome: dict = {}
+
+    def run() -> None:
+        rng = np.random.default_rng(12)
+        try:
+            run_differential(tree_program(train=False), [([random_tree(rng, 12)],) for _ in range(6)],
+                             min_graph_calls=2)  # fmt: skip
+        except BaseException as err:  # reported on the test's thread
+            outcome["error"] = err
+        outcome["done"] = True
+
+    spinner.start()
+    worker = threading.Thread(target=run, daemon=True)
+    started = time.monotonic()
+    worker.start()
+    worker.join(timeout=300)
+    stop.set()
+    spinner.join(timeout=10)
+    assert outcome.get("done"), f"the calls did not finish in {time.monotonic() - started:.0f} s"
+    if "error" in outcome:
+        raise outcome["error"]
+
+
+def test_a_tree_step_under_janus_jit_serves_graphs_with_the_forms():
+    rng = np.random.default_rng(13)
+    model_step, _ = tree_program(train=False)()
+    step = janus.jit(model_step)
+    trees = [[random_tree(rng, int(rng.integers(1, 10))) for _ in range(3)] for _ in range(8)]
+    for batch in trees:
+        loss, grads = step(batch)
+        eager_loss, eager_grads = model_step(batch)
+        np.testing.assert_allclose(loss.numpy(), eager_loss.numpy(), rtol=1e-5)
+        for g, e in zip(grads, eager_grads):
+            np.testing.assert_allclose(tf.convert_to_tensor(g).numpy(), tf.convert_to_tensor(e).numpy(), rtol=1e-5)
+    assert janus.stats(step)["graph_calls"] >= 3
