@@ -27,10 +27,13 @@
 
 #include <pthread.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "tensorflow/core/framework/function.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -250,9 +253,58 @@ tensorflow::Status Derived(OpKernelContext* ctx, const tensorflow::Status& statu
 }
 
 // Runs the callee with the kernel's own step resources (rendezvous, cancellation, runner).
+// A callee that is one `If` on its own arguments returning its outputs (a recursive function's
+// backward: TF's gradient of the body's `if`) runs its branch directly: the invocation picks the
+// branch by the predicate argument, which saves a function run and an executor run per backward
+// invocation. Found from the callee's definition when it is instantiated; a predicate other than
+// a bool scalar, or a callee of any other form, takes the plain call.
+struct IfShortcut {
+  int cond = -1;                  // the callee's argument that is the predicate
+  std::vector<int> args;          // branch argument i = callee argument args[i]
+  std::vector<int> rets;          // callee output j = branch output rets[j]
+  FunctionLibraryRuntime::Handle then_handle = tensorflow::kInvalidHandle;
+  FunctionLibraryRuntime::Handle else_handle = tensorflow::kInvalidHandle;
+};
+
+// Reads `fdef` as the shortcut's form; false, with `shortcut` partly filled, where it is not.
+bool MatchIf(const tensorflow::FunctionDef& fdef, IfShortcut* shortcut, NameAttrList* then_f, NameAttrList* else_f) {
+  if (fdef.node_def_size() != 1 || fdef.control_ret_size() != 0) return false;
+  const tensorflow::NodeDef& node = fdef.node_def(0);
+  if (node.op() != "If" && node.op() != "StatelessIf") return false;
+  const auto tcond = node.attr().find("Tcond");
+  const auto then_attr = node.attr().find("then_branch");
+  const auto else_attr = node.attr().find("else_branch");
+  if (tcond == node.attr().end() || tcond->second.type() != tensorflow::DT_BOOL || then_attr == node.attr().end() ||
+      else_attr == node.attr().end() || node.input_size() < 1) {
+    return false;
+  }
+  std::map<std::string, int> arg_index;
+  for (int i = 0; i < fdef.signature().input_arg_size(); ++i) arg_index[fdef.signature().input_arg(i).name()] = i;
+  for (int i = 0; i < node.input_size(); ++i) {
+    const auto found = arg_index.find(node.input(i));  // an argument is named bare; anything else is not one
+    if (found == arg_index.end()) return false;
+    if (i == 0) {
+      shortcut->cond = found->second;
+    } else {
+      shortcut->args.push_back(found->second);
+    }
+  }
+  const std::string prefix = node.name() + ":output:";
+  for (const auto& output : fdef.signature().output_arg()) {
+    const auto ret = fdef.ret().find(output.name());
+    if (ret == fdef.ret().end() || !absl::StartsWith(ret->second, prefix)) return false;
+    int index = 0;
+    if (!absl::SimpleAtoi(absl::string_view(ret->second).substr(prefix.size()), &index) || index < 0) return false;
+    shortcut->rets.push_back(index);
+  }
+  *then_f = then_attr->second.func();
+  *else_f = else_attr->second.func();
+  return true;
+}
+
 class InvokeBase : public AsyncOpKernel {
  public:
-  explicit InvokeBase(OpKernelConstruction* ctx) : AsyncOpKernel(ctx) {
+  explicit InvokeBase(OpKernelConstruction* ctx, bool shortcut_ifs) : AsyncOpKernel(ctx), shortcut_ifs_(shortcut_ifs) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("f", &func_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("single_threaded", &single_threaded_));
     single_threaded_ = single_threaded_ && kSingleThreadedSupported;
@@ -273,7 +325,8 @@ class InvokeBase : public AsyncOpKernel {
     }
     bool single_threaded = single_threaded_;
     FunctionLibraryRuntime::Handle handle;
-    OP_REQUIRES_OK_ASYNC(ctx, Handle(ctx, &single_threaded, &handle), done);
+    const IfShortcut* shortcut = nullptr;
+    OP_REQUIRES_OK_ASYNC(ctx, Handle(ctx, &single_threaded, &handle, &shortcut), done);
     FunctionLibraryRuntime::Options opts;
     opts.rendezvous = ctx->rendezvous();
     opts.cancellation_manager = ctx->cancellation_manager();
@@ -288,7 +341,8 @@ class InvokeBase : public AsyncOpKernel {
       opts.run_all_kernels_inline = ctx->run_all_kernels_inline();
     }
     auto* rets = new std::vector<Tensor>;
-    auto finish = [ctx, rets, num_outputs, pack_frame, done, name = func_.name()](const tensorflow::Status& status) {
+    FunctionLibraryRuntime::DoneCallback finish = [ctx, rets, num_outputs, pack_frame, done,
+                                                   name = func_.name()](const tensorflow::Status& status) {
       std::unique_ptr<std::vector<Tensor>> owned(rets);
       if (!status.ok()) {
         ctx->SetStatus(Derived(ctx, status));
@@ -307,6 +361,31 @@ class InvokeBase : public AsyncOpKernel {
       }
       done();
     };
+    if (shortcut != nullptr && shortcut->cond < static_cast<int>(args.size()) &&
+        args[shortcut->cond].dtype() == tensorflow::DT_BOOL && args[shortcut->cond].NumElements() == 1) {
+      handle = args[shortcut->cond].flat<bool>()(0) ? shortcut->then_handle : shortcut->else_handle;
+      std::vector<Tensor> branch_args;
+      branch_args.reserve(shortcut->args.size());
+      for (int i : shortcut->args) branch_args.push_back(args[i]);
+      args = std::move(branch_args);
+      auto* branch_rets = new std::vector<Tensor>;
+      finish = [rets, branch_rets, picks = shortcut->rets, finish = std::move(finish)](const tensorflow::Status& status) {
+        std::unique_ptr<std::vector<Tensor>> owned(branch_rets);
+        tensorflow::Status picked = status;
+        if (picked.ok()) {
+          rets->reserve(picks.size());
+          for (int k : picks) {
+            if (k >= static_cast<int>(branch_rets->size())) {
+              picked = tensorflow::errors::Internal("JanusInvoke: a branch returned ", branch_rets->size(), " values");
+              break;
+            }
+            rets->push_back(std::move((*branch_rets)[k]));
+          }
+        }
+        finish(picked);
+      };
+      rets = branch_rets;
+    }
     FunctionLibraryRuntime* lib = ctx->function_library();
     if (!single_threaded || StackLeft() > kStackMargin) {
       lib->Run(opts, handle, args, rets, std::move(finish));
@@ -316,11 +395,7 @@ class InvokeBase : public AsyncOpKernel {
         lib->Run(opts, handle, args, rets, std::move(finish));
       });
     } else {
-      delete rets;
-      tensorflow::Status failed = OutOfStack();
-      RecordStepError(ctx, failed);
-      ctx->SetStatus(failed);
-      done();
+      finish(OutOfStack());  // records the step's error and sets it, as a callee's failure
     }
   }
 
@@ -330,7 +405,8 @@ class InvokeBase : public AsyncOpKernel {
   // The callee's handle in this function library runtime, under TF's single-threaded executor
   // where `*single_threaded` asks for it and that executor accepts the callee (else false on
   // return, and the default executor's). Instantiated once per key (TF caches it too).
-  tensorflow::Status Handle(OpKernelContext* ctx, bool* single_threaded, FunctionLibraryRuntime::Handle* handle) {
+  tensorflow::Status Handle(OpKernelContext* ctx, bool* single_threaded, FunctionLibraryRuntime::Handle* handle,
+                            const IfShortcut** shortcut) {
     FunctionLibraryRuntime* lib = ctx->function_library();
     if (lib == nullptr) return tensorflow::errors::Internal("JanusInvoke: no function library runtime");
     {
@@ -339,6 +415,8 @@ class InvokeBase : public AsyncOpKernel {
         auto it = handles_.find(Key{lib, true});
         if (it != handles_.end() && it->second != tensorflow::kInvalidHandle) {
           *handle = it->second;
+          auto found = shortcuts_.find(lib);
+          if (found != shortcuts_.end()) *shortcut = found->second.get();
           return tensorflow::OkStatus();
         }
         if (it != handles_.end()) *single_threaded = false;  // refused before
@@ -356,8 +434,12 @@ class InvokeBase : public AsyncOpKernel {
       options.executor_type = kSingleThreaded;
       options.create_kernels_eagerly = true;  // the executor is built, so a refusal shows here
       tensorflow::Status made = lib->Instantiate(func_.name(), AttrSlice(&func_.attr()), options, handle);
+      std::unique_ptr<IfShortcut> found = made.ok() && shortcut_ifs_ ? FindShortcut(lib, options) : nullptr;
       tensorflow::mutex_lock lock(mu_);
       handles_[Key{lib, true}] = made.ok() ? *handle : tensorflow::kInvalidHandle;
+      if (found != nullptr && shortcuts_.find(lib) == shortcuts_.end()) shortcuts_[lib] = std::move(found);
+      auto kept = shortcuts_.find(lib);
+      if (kept != shortcuts_.end()) *shortcut = kept->second.get();
       if (made.ok()) return tensorflow::OkStatus();
       *single_threaded = false;
     }
@@ -367,7 +449,24 @@ class InvokeBase : public AsyncOpKernel {
     return tensorflow::OkStatus();
   }
 
+  // The shortcut for the callee where it is one `If` on its arguments and both branches instantiate.
+  std::unique_ptr<IfShortcut> FindShortcut(FunctionLibraryRuntime* lib,
+                                           const FunctionLibraryRuntime::InstantiateOptions& options) {
+    const tensorflow::FunctionLibraryDefinition* library = lib->GetFunctionLibraryDefinition();
+    const tensorflow::FunctionDef* fdef = library == nullptr ? nullptr : library->Find(func_.name());
+    auto shortcut = std::make_unique<IfShortcut>();
+    NameAttrList then_f, else_f;
+    if (fdef == nullptr || !func_.attr().empty() || !MatchIf(*fdef, shortcut.get(), &then_f, &else_f)) return nullptr;
+    if (!lib->Instantiate(then_f.name(), AttrSlice(&then_f.attr()), options, &shortcut->then_handle).ok() ||
+        !lib->Instantiate(else_f.name(), AttrSlice(&else_f.attr()), options, &shortcut->else_handle).ok()) {
+      return nullptr;
+    }
+    return shortcut;
+  }
+
   NameAttrList func_;
+  const bool shortcut_ifs_;  // JanusInvokeGrad's callees (backward functions) may take the shortcut
+  std::map<FunctionLibraryRuntime*, std::unique_ptr<IfShortcut>> shortcuts_ TF_GUARDED_BY(mu_);  // single-threaded only
   bool single_threaded_ = true;  // the `single_threaded` attribute (janus.config.single_threaded_recursion)
   tensorflow::mutex mu_;
   std::map<Key, FunctionLibraryRuntime::Handle> handles_ TF_GUARDED_BY(mu_);
@@ -375,7 +474,7 @@ class InvokeBase : public AsyncOpKernel {
 
 class JanusInvokeOp : public InvokeBase {
  public:
-  explicit JanusInvokeOp(OpKernelConstruction* ctx) : InvokeBase(ctx) {
+  explicit JanusInvokeOp(OpKernelConstruction* ctx) : InvokeBase(ctx, /*shortcut_ifs=*/false) {
     DataTypeVector tout;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("Tout", &tout));
     num_outputs_ = static_cast<int>(tout.size());
@@ -422,7 +521,7 @@ class JanusInvokeOp : public InvokeBase {
 
 class JanusInvokeGradOp : public InvokeBase {
  public:
-  explicit JanusInvokeGradOp(OpKernelConstruction* ctx) : InvokeBase(ctx) {
+  explicit JanusInvokeGradOp(OpKernelConstruction* ctx) : InvokeBase(ctx, /*shortcut_ifs=*/true) {
     DataTypeVector tout;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("Tout", &tout));
     num_outputs_ = static_cast<int>(tout.size());
