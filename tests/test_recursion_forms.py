@@ -103,3 +103,48 @@ def test_a_tree_step_under_janus_jit_serves_graphs_with_the_forms():
         for g, e in zip(grads, eager_grads):
             np.testing.assert_allclose(tf.convert_to_tensor(g).numpy(), tf.convert_to_tensor(e).numpy(), rtol=1e-5)
     assert janus.stats(step)["graph_calls"] >= 3
+
+
+def test_a_users_tf_function_differentiating_a_cond_on_another_thread_keeps_working_during_builds():
+    """The plain-intermediates form is this thread's build only: TF's own switch is process-wide."""
+    stop = threading.Event()
+    failures: list[str] = []
+    built = [0]
+    scale = tf.Variable(tf.constant([1.0, -2.0, 0.5], tf.float64))
+
+    def users_thread() -> None:
+        while not stop.is_set():
+
+            @tf.function
+            def grad_of_cond(x):
+                with tf.GradientTape() as tape:
+                    y = tf.cond(
+                        tf.reduce_sum(x * scale) > 0, lambda: tf.sin(x * scale) * x, lambda: tf.square(x * scale)
+                    )
+                return tape.gradient(y, scale)
+
+            try:
+                got = grad_of_cond(tf.constant([0.3, 0.1, 2.0], tf.float64))
+                want = tf.cos(tf.constant([0.3, 0.1, 2.0], tf.float64) * scale) * tf.constant(
+                    [0.09, 0.01, 4.0], tf.float64
+                )
+                np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+                built[0] += 1
+            except Exception as err:  # noqa: BLE001 - reported by the test
+                failures.append(f"{type(err).__name__}: {str(err)[:200]}")
+
+    other = threading.Thread(target=users_thread, daemon=True)
+    tf_logger, level = tf.get_logger(), tf.get_logger().level
+    tf_logger.setLevel("ERROR")  # the user's thread retraces on purpose; its warnings are not the calls'
+    other.start()
+    try:
+        rng = np.random.default_rng(14)
+        for _ in range(3):  # a new model each time: each builds its recursive functions again
+            run_differential(tree_program(train=False), [([random_tree(rng, 7)],) for _ in range(4)], min_graph_calls=1)
+    finally:
+        stop.set()
+        other.join(timeout=60)
+        tf_logger.setLevel(level)
+    assert built[0] > 0
+    assert not failures, failures[:3]
+    assert context.optionals_in_gradients_enabled()

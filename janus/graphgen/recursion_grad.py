@@ -57,8 +57,7 @@ def differentiate(rf: RecursiveFunction, graph, loc: str, kinds: list[str] | Non
     The conds hand their intermediates to the backward as plain tensors (``FakeParam``s from the
     branch that did not compute them), as TF builds cond gradients for XLA, not wrapped in
     optionals: an optional cost a variant allocation forward and a node each way, per value, per
-    invocation. TF's switch for this is process-wide while it is off; a cond gradient that
-    another thread builds meanwhile takes the same, equivalent form.
+    invocation. Only this thread's build takes that form (``_building_backward``).
     """
     n_out = len(rf.outputs.dtypes)
     rf.trainable_outputs = [i for i, t in enumerate(graph.outputs[:n_out]) if _trainable(t.dtype)]
@@ -67,10 +66,7 @@ def differentiate(rf: RecursiveFunction, graph, loc: str, kinds: list[str] | Non
         return None
     kinds = kinds or ["dense"] * len(rf.trainable_inputs)
     try:
-        with (
-            _frames_untrainable(),
-            context.temporarily_disable_optionals_in_gradients(),
-        ):
+        with _building_backward():
             actual = _build_backward(rf, graph, kinds, loc)
     except LookupError as err:  # a persistent tape open around the call records the backward's own ops
         why = str(err).split(". ")[0]
@@ -83,16 +79,22 @@ _install_lock = threading.Lock()
 
 
 @contextlib.contextmanager
-def _frames_untrainable():
-    """While a backward is built, a ``JanusInvoke``'s frame output carries no gradient.
+def _building_backward():
+    """While this thread builds a backward: frames carry no gradient, conds hand plain intermediates.
 
-    TF would feed it a ``ZerosLike`` per invocation that nothing reads (``_invoke_grad`` never
-    reads the frame's gradient). TF asks ``backprop_util.IsTrainable``; janus's wrapper of it
-    answers for this thread's build only and defers to TF everywhere else.
+    TF would feed a ``JanusInvoke``'s frame output a ``ZerosLike`` per invocation that nothing
+    reads (``_invoke_grad`` never reads the frame's gradient); TF asks
+    ``backprop_util.IsTrainable``. TF's cond gradient wraps intermediates in optionals unless
+    ``context.optionals_in_gradients_enabled()`` says no (its form for XLA). TF's own switch for
+    that is process-wide, so a cond gradient another thread built meanwhile (janus's or the
+    user's own ``tf.function``) would mix the two forms and fail; janus's wrappers of both
+    functions answer for this thread's build only and defer to TF everywhere else.
     """
     with _install_lock:
         if not getattr(backprop_util.IsTrainable, "_janus", False):
             backprop_util.IsTrainable = _is_trainable_wrapper(backprop_util.IsTrainable)
+        if not getattr(context.optionals_in_gradients_enabled, "_janus", False):
+            context.optionals_in_gradients_enabled = _optionals_wrapper(context.optionals_in_gradients_enabled)
     outer = getattr(_building, "active", False)
     _building.active = True
     try:
@@ -116,6 +118,14 @@ def _is_trainable_wrapper(trainable: Callable[[object], bool]) -> Callable[[obje
 
     is_trainable._janus = True  # noqa: SLF001
     return is_trainable
+
+
+def _optionals_wrapper(enabled: Callable[[], bool]) -> Callable[[], bool]:
+    def optionals_in_gradients_enabled() -> bool:
+        return False if getattr(_building, "active", False) else enabled()
+
+    optionals_in_gradients_enabled._janus = True  # noqa: SLF001
+    return optionals_in_gradients_enabled
 
 
 def _trainable(dtype: tf.DType) -> bool:
