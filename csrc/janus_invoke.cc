@@ -437,10 +437,12 @@ class InvokeBase : public AsyncOpKernel {
       std::unique_ptr<IfShortcut> found = made.ok() && shortcut_ifs_ ? FindShortcut(lib, options) : nullptr;
       tensorflow::mutex_lock lock(mu_);
       handles_[Key{lib, true}] = made.ok() ? *handle : tensorflow::kInvalidHandle;
-      if (found != nullptr && shortcuts_.find(lib) == shortcuts_.end()) shortcuts_[lib] = std::move(found);
-      auto kept = shortcuts_.find(lib);
-      if (kept != shortcuts_.end()) *shortcut = kept->second.get();
-      if (made.ok()) return tensorflow::OkStatus();
+      if (made.ok()) {
+        if (found != nullptr && shortcuts_.find(lib) == shortcuts_.end()) shortcuts_[lib] = std::move(found);
+        auto kept = shortcuts_.find(lib);
+        if (kept != shortcuts_.end()) *shortcut = kept->second.get();
+        return tensorflow::OkStatus();
+      }
       *single_threaded = false;
     }
     TF_RETURN_IF_ERROR(lib->Instantiate(func_.name(), AttrSlice(&func_.attr()), handle));

@@ -18,7 +18,6 @@ from differential import run_differential
 from tensorflow.python.eager import context
 from test_recursion import random_tree, tree_program
 
-import janus
 from janus.graphgen import recursion_grad
 
 _OPTIONAL_OPS = frozenset({"OptionalFromValue", "OptionalNone", "OptionalGetValue", "OptionalHasValue"})
@@ -89,20 +88,6 @@ def test_heap_reads_finish_while_a_python_thread_keeps_the_interpreter_busy():
     assert outcome.get("done"), f"the calls did not finish in {time.monotonic() - started:.0f} s"
     if "error" in outcome:
         raise outcome["error"]
-
-
-def test_a_tree_step_under_janus_jit_serves_graphs_with_the_forms():
-    rng = np.random.default_rng(13)
-    model_step, _ = tree_program(train=False)()
-    step = janus.jit(model_step)
-    trees = [[random_tree(rng, int(rng.integers(1, 10))) for _ in range(3)] for _ in range(8)]
-    for batch in trees:
-        loss, grads = step(batch)
-        eager_loss, eager_grads = model_step(batch)
-        np.testing.assert_allclose(loss.numpy(), eager_loss.numpy(), rtol=1e-5)
-        for g, e in zip(grads, eager_grads):
-            np.testing.assert_allclose(tf.convert_to_tensor(g).numpy(), tf.convert_to_tensor(e).numpy(), rtol=1e-5)
-    assert janus.stats(step)["graph_calls"] >= 3
 
 
 def test_a_users_tf_function_differentiating_a_cond_on_another_thread_keeps_working_during_builds():
