@@ -3,22 +3,28 @@
 - A cond inside a recursive function hands its intermediates to the backward as plain tensors
   (``FakeParam`` on the branch that did not compute them), not wrapped in optionals; a sparse
   gradient (an embedding table's) is found on one trace and built on a fresh one.
+- A leaf's may-be-None word used as an index runs one check to unwrap it and one to narrow it to
+  eager's int32 (``JanusUnwrap``, ``JanusNarrowInt32``); a leaf without a word, or with one past
+  int32, still gets eager's answer.
 - Heap reads queue for the GIL in janus's ops; a Python thread that keeps the interpreter busy
   meanwhile delays them but neither deadlocks nor changes an answer.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from differential import run_differential
 from tensorflow.python.eager import context
 from test_recursion import random_tree, tree_program
 
 from janus.graphgen import recursion_grad
+from janus.ops import assert_op
 
 _OPTIONAL_OPS = frozenset({"OptionalFromValue", "OptionalNone", "OptionalGetValue", "OptionalHasValue"})
 
@@ -56,6 +62,84 @@ def test_a_recursive_tree_step_passes_cond_intermediates_as_plain_tensors():
         assert "If" in forward and "FakeParam" in forward
         assert not _OPTIONAL_OPS & set(forward + backward), sorted(_OPTIONAL_OPS & set(forward + backward))
         assert "JanusInvokeGrad" in backward
+
+
+def test_a_leafs_word_is_unwrapped_and_narrowed_by_one_op_each():
+    before = set(recursion_grad.registry)
+    rng = np.random.default_rng(15)
+    run_differential(tree_program(train=False), [([random_tree(rng, 6)],) for _ in range(5)], min_graph_calls=2)
+    built = [rf for rf in _tree_functions() if rf.name not in before]
+    assert built, "no recursive function was built"
+    for rf in built:
+        forward = _ops_within(rf.name)
+        assert "JanusUnwrap" in forward and "JanusNarrowInt32" in forward, sorted(set(forward))
+        assert "Unpack" not in forward and "JanusAssert" not in forward, sorted(set(forward))
+
+
+class _WordSum:
+    """A leaf's word enters the math as a number: eager makes an int64 tensor of a word past int32."""
+
+    def __init__(self) -> None:
+        self.scale = tf.Variable(tf.constant(0.5, tf.float64))
+
+    def encode(self, node):
+        if node.is_leaf:
+            return tf.reduce_sum(tf.cast([node.word], tf.float64)) * self.scale
+        return self.encode(node.left) + tf.tanh(self.encode(node.right))
+
+
+def test_a_leaf_without_a_word_or_with_one_past_int32_gets_eagers_answer():
+    def make():
+        model = _WordSum()
+
+        def step(tree):
+            with tf.GradientTape() as tape:
+                y = model.encode(tree)
+            return y, tape.gradient(y, model.scale)
+
+        return step, lambda: model.scale.numpy()
+
+    rng = np.random.default_rng(16)
+    trees = [random_tree(rng, 7) for _ in range(9)]
+    huge, missing = trees[5], trees[7]
+    while not huge.is_leaf:  # the leftmost leaf: its value reaches the result without a tanh
+        huge = huge.left
+    while not missing.is_leaf:
+        missing = missing.left
+    huge.word, missing.word = 2**40 + 3, None  # int64 in eager; a TypeError-like error in eager
+    jitted = run_differential(make, [(t,) for t in trees], min_graph_calls=3)
+    assert jitted is not None
+
+
+@pytest.mark.parametrize("portable", [False, True], ids=["janus_ops", "portable"])
+def test_the_checks_that_compute_their_value_give_it_or_fail_with_their_assumption(portable):
+    """``janus_unwrap`` / ``janus_narrow_int32``, as janus's ops and as the portable form ``janus.export`` uses."""
+    form = assert_op.portable_asserts if portable else contextlib.nullcontext
+
+    @tf.function(autograph=False)
+    def unwrap(pair):
+        with form():
+            return assert_op.janus_unwrap(pair, 71)[0]
+
+    @tf.function(autograph=False)
+    def narrow(x):
+        with form():
+            return assert_op.janus_narrow_int32(x, 72)[0]
+
+    assert unwrap(tf.constant([1, -5], tf.int64)).numpy() == -5
+    assert unwrap(tf.constant([1.0, 2.5], tf.float64)).numpy() == 2.5
+    got = narrow(tf.constant([-(2**31), 2**31 - 1], tf.int64))
+    assert got.dtype == tf.int32 and got.numpy().tolist() == [-(2**31), 2**31 - 1]
+    for run, bad, assumption in (
+        (unwrap, tf.constant([0, 3], tf.int64), 71),
+        (narrow, tf.constant([2**31], tf.int64), 72),
+    ):
+        with pytest.raises(tf.errors.OpError) as failed:
+            run(bad)
+        if portable:
+            assert assert_op.PORTABLE_MESSAGE in failed.value.message
+        else:
+            assert assert_op.failed_assumption_id(failed.value) == assumption
 
 
 def test_heap_reads_finish_while_a_python_thread_keeps_the_interpreter_busy():

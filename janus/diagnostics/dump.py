@@ -31,6 +31,7 @@ from tensorflow.python.framework import op_def_registry
 from janus.assumptions.guards import describe_object
 from janus.graphgen.generate import GeneratedGraph
 from janus.graphgen.ordering import STATE_READS
+from janus.ops.assert_op import CHECK_OPS
 
 _CONST_ITEMS = 8  # a constant with more elements is shown by its dtype and shape
 _REPR_CHARS = 120
@@ -212,10 +213,10 @@ class _FunctionLibrary:
 
     def _note(self, node: function_pb2.NodeDef) -> str:
         op = node.op
-        if op == "JanusAssert":
+        if op in CHECK_OPS:
             assumption = self.graph.assumptions.get(node.attr["assumption_id"].i)
             what = f"{assumption.description} [{assumption.location}]" if assumption else "unknown assumption"
-            return f"JanusAssert #{node.attr['assumption_id'].i}: {what}"
+            return f"{op} #{node.attr['assumption_id'].i}: {what}"
         if op in ("If", "StatelessIf"):
             note = f"tf.cond: then {node.attr['then_branch'].func.name}, else {node.attr['else_branch'].func.name}"
         elif op in ("While", "StatelessWhile"):

@@ -39,6 +39,7 @@ from janus.graphgen.static_values import static_value
 from janus.graphgen.touches import TouchCounters
 from janus.graphgen.values import is_plain, is_symbolic, is_user_object
 from janus.ops import heap_ops, janus_assert, pyheap
+from janus.ops.assert_op import janus_narrow_int32, janus_unwrap
 from janus.profiler.profile import Profile
 from janus.source import purity
 from janus.source.library import is_library_class, is_library_code, is_library_object
@@ -469,9 +470,8 @@ class GenerationContext:
             return PyObjectRef(value, spec.cls, [s for s in samples if s is not None], spec.optional)
         if spec.kind in ("float", "int", "bool"):
             kind = {"float": float, "int": int, "bool": bool}[spec.kind]
-            if spec.optional:  # [present, number]: one Unpack node, where two slices take eight with their constants
-                present, number = tf.unstack(value)
-                return OptionalNumber(tf.cast(present, tf.bool), PyNumber(number, kind))
+            if spec.optional:  # [present, number]
+                return OptionalNumber(value, kind)
             return PyNumber(value, kind)
         return value
 
@@ -915,6 +915,18 @@ class GenerationContext:
             self.assert_ops.append(janus_assert(condition, assumption.id, f"{what} ({loc})"))
         self.code.call("janus_assert", (condition, assumption.id), {}, None)
 
+    def checked_value(
+        self, make: Callable[[int, str], tuple[tf.Tensor, tf.Operation]], key: str, what: str, loc: str
+    ) -> tf.Tensor:
+        """A value computed by one of janus's checks (``assert_op.janus_unwrap``, ``janus_narrow_int32``):
+        ``make(assumption_id, description)`` gives the value and the op that fails where ``what`` does not hold."""
+        assumption = self.assumption(key, what, loc)
+        with tf.name_scope("janus_assert"):
+            value, check = make(assumption.id, f"{what} ({loc})")
+        self.assert_ops.append(check)
+        self.code.call("janus_assert", (value, assumption.id), {}, None)
+        return value
+
     def speculate(self, value: tf.Tensor, expected: bool, code: types.CodeType, node: gast.AST, what: str) -> None:
         """Speculates that the truth value of the tensor ``value`` is ``expected``."""
         loc = location(code, node)
@@ -947,8 +959,18 @@ class GenerationContext:
 
     def unwrap_optional(self, value: OptionalNumber, loc: str) -> PyNumber:
         """The number of a may-be-None location used as a number: asserts it is not None."""
-        self.check(lambda: value.present, f"value is not None@{loc}", "a value that may be None is not None", loc)
-        return value.number
+        number = self.checked_value(
+            lambda id_, description: janus_unwrap(value.pair, id_, description),
+            f"value is not None@{loc}", "a value that may be None is not None", loc,
+        )  # fmt: skip
+        return PyNumber(number, value.type)
+
+    def narrow_int32(self, value: tf.Tensor, loc: str) -> tf.Tensor:
+        """An int64 as the int32 eager's ``convert_to_tensor`` makes of a Python int: asserts it fits."""
+        return self.checked_value(
+            lambda id_, description: janus_narrow_int32(value, id_, description),
+            f"default dtype range@{loc}", "fits its default dtype", loc,
+        )  # fmt: skip
 
     def assert_nonzero(self, divisor: tf.Tensor, loc: str) -> None:
         """Division by a relaxed number: Python raises ZeroDivisionError, so check before."""

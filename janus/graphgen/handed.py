@@ -39,6 +39,7 @@ from tensorflow.python.ops.control_flow_util_v2 import CondBranchFuncGraph
 
 from janus.graphgen.errors import NotConvertible, RaisesHere
 from janus.graphgen.ordering import branch_outputs_fallible, is_control_flow
+from janus.ops.assert_op import CHECK_OPS
 from janus.source import purity
 from janus.source.library import is_user_function
 
@@ -385,7 +386,7 @@ def _order_after_assertions(interp: Interpreter, new_ops: list[tf.Operation], ap
 
     They live in the branch and loop graphs TF built (or in this graph): the control-flow ops
     (or assertions) that ``api`` added to this graph carry them."""
-    carriers = [op for op in new_ops if is_control_flow(op) or op.type == "JanusAssert"]
+    carriers = [op for op in new_ops if is_control_flow(op) or op.type in CHECK_OPS]
     if not carriers:
         raise NotConvertible(f"assumptions inside the functions handed to {api}() cannot be ordered", loc)
     interp.ctx.assert_ops.extend(carriers)

@@ -1362,7 +1362,9 @@ class Interpreter:
             raise NotConvertible("a bool known only at run time passed to a library call", loc)
         if isinstance(value, PyNumber):
             return pynumber.as_default_tensor(
-                value, lambda c: self.ctx.check(c, f"default dtype range@{loc}", "fits its default dtype", loc)
+                value,
+                lambda c: self.ctx.check(c, f"default dtype range@{loc}", "fits its default dtype", loc),
+                lambda t: self.ctx.narrow_int32(t, loc),
             )
         if type(value) in (list, tuple):
             return type(value)(self._library_value(v, loc) for v in value)

@@ -67,6 +67,7 @@ from janus.graphgen.errors import NotConvertible
 from janus.graphgen.numpy_values import NumpyArray
 from janus.graphgen.pynumber import PyNumber
 from janus.graphgen.values import is_symbolic
+from janus.ops.assert_op import CHECK_OPS
 from janus.partial import split
 from janus.source.library import is_library_code, is_library_object
 
@@ -584,7 +585,7 @@ def _root(tensor: tf.Tensor) -> tf.Tensor:
 
 
 # Stateful ops a prefix graph may hold: reads, and janus's own checks (a failed one changes nothing).
-_PURE_STATEFUL = frozenset({"ReadVariableOp", "VarHandleOp", "Placeholder", "JanusAssert", "NoOp", "Const"})
+_PURE_STATEFUL = frozenset({"ReadVariableOp", "VarHandleOp", "Placeholder", "NoOp", "Const"}) | CHECK_OPS
 
 
 def check_pure_prefix(graph: tf.Graph, ctx, stop: StopAt) -> None:

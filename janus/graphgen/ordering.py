@@ -10,14 +10,15 @@ import tensorflow as tf
 from janus.graphgen import touches
 from janus.graphgen.errors import NotConvertible
 from janus.graphgen.fallible import may_raise
+from janus.ops.assert_op import CHECK_OPS
 
 # Stateful ops that only read state: they may run before an assumption is checked.
 STATE_READS = frozenset(
     {
-        "ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VariableShape", "VarIsInitializedOp", "JanusAssert",
+        "ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VariableShape", "VarIsInitializedOp",
         "JanusInvoke", "JanusInvokeGrad",  # recursive functions only read variables (recursion.py refuses writes)
     }
-)  # fmt: skip
+) | CHECK_OPS  # fmt: skip
 # Control flow whose branches hold assertions is itself an assertion: its inner writes already wait for them.
 _CONTROL_FLOW = frozenset({"If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase"})
 

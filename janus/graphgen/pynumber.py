@@ -61,18 +61,35 @@ class PyNumber:
     type: type
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
 class OptionalNumber:
     """A heap location that holds a Python number or ``None`` (a leaf's word; ``None`` on inner
-    nodes): a presence flag plus the number. ``x is None`` reads the flag; any other use of the
-    number plants a JanusAssert that it is present (eager would raise a TypeError on ``None``)."""
+    nodes): the read's ``[present, number]`` pair. ``x is None`` reads the flag; any other use of the
+    number goes through a check that it is present (``GraphContext.unwrap_optional``: eager would
+    raise a TypeError on ``None``). The flag and the number are split off only where used, once per
+    graph (a branch built later captures the pair), so that a leaf that only uses the number runs
+    the check alone."""
 
-    present: tf.Tensor  # bool scalar
-    number: PyNumber
+    def __init__(self, pair: tf.Tensor, kind: type) -> None:
+        self.pair = pair
+        self.type = kind
+        self._parts: dict[tf.Graph, tuple[tf.Tensor, PyNumber]] = {}
+
+    def _split(self) -> tuple[tf.Tensor, PyNumber]:
+        graph = tf.compat.v1.get_default_graph()
+        if graph not in self._parts:
+            present, number = tf.unstack(self.pair)  # one Unpack node, where two slices take eight
+            self._parts[graph] = (tf.cast(present, tf.bool), PyNumber(number, self.type))
+        return self._parts[graph]
 
     @property
-    def type(self) -> type:
-        return self.number.type
+    def present(self) -> tf.Tensor:
+        """The bool scalar: the location held a number."""
+        return self._split()[0]
+
+    @property
+    def number(self) -> PyNumber:
+        """The number, whether or not it is present (0 where absent)."""
+        return self._split()[1]
 
     def truth(self) -> tf.Tensor:
         """``bool(x)``: ``None`` and zero are false."""
@@ -243,11 +260,13 @@ def as_index(value: PyNumber, loc: str) -> tf.Tensor:
     return value.tensor
 
 
-def as_default_tensor(value: PyNumber, check: Callable[[Callable[[], tf.Tensor]], None]) -> tf.Tensor:
+def as_default_tensor(
+    value: PyNumber, check: Callable[[Callable[[], tf.Tensor]], None], narrow_int32: Callable[[tf.Tensor], tf.Tensor]
+) -> tf.Tensor:
     """What eager's ``convert_to_tensor`` makes of the number with no dtype hint.
 
     float → float32, bool → bool, int → int32 (eager makes int64 of an int outside int32:
-    a JanusAssert checks the range, and the eager re-run handles the rare large value).
+    ``narrow_int32`` checks the range, and the eager re-run handles the rare large value).
     """
     if value.type is float:
         # eager raises ValueError on a finite float that float32 rounds to inf (``tf.constant(1e300)``),
@@ -260,9 +279,7 @@ def as_default_tensor(value: PyNumber, check: Callable[[Callable[[], tf.Tensor]]
     t = value.tensor
     if t.dtype == tf.int32:
         return t
-    narrow = tf.cast(t, tf.int32)  # wraps outside int32: the round trip shows it (fewer graph nodes than a range)
-    check(lambda: tf.equal(tf.cast(narrow, t.dtype), t))
-    return narrow
+    return narrow_int32(t)
 
 
 def to_python(value: tf.Tensor, kind: type) -> object:

@@ -53,7 +53,7 @@ from janus.graphgen.ordering import STATE_READS, keep_fallible, outlives_call
 from janus.graphgen.pynumber import PyNumber
 from janus.graphgen.source import location
 from janus.graphgen.values import is_symbolic, is_user_object
-from janus.ops.assert_op import _ops
+from janus.ops.assert_op import CHECK_OPS, _ops
 from janus.profiler.observe import ScalarObs, SeqObs, TensorObs
 from janus.source.library import is_library_class
 
@@ -69,7 +69,7 @@ auto_control_deps.SKIPPED_ORDER_INSENSITIVE_STATEFUL_OPS = auto_control_deps.SKI
     "JanusInvoke",
     "JanusInvokeGrad",
 }
-for _heap_op in ("JanusPyGetAttr", "JanusPyGetSubscr", "JanusPySetAttr", "JanusPySetSubscr", "JanusAssert"):
+for _heap_op in ("JanusPyGetAttr", "JanusPyGetSubscr", "JanusPySetAttr", "JanusPySetSubscr", *sorted(CHECK_OPS)):
     ops.NotDifferentiable(_heap_op)
 
 
