@@ -916,15 +916,21 @@ class GenerationContext:
         self.code.call("janus_assert", (condition, assumption.id), {}, None)
 
     def checked_value(
-        self, make: Callable[[int, str], tuple[tf.Tensor, tf.Operation]], key: str, what: str, loc: str
+        self,
+        make: Callable[[tf.Tensor, int, str], tuple[tf.Tensor, tf.Operation]],
+        checked: tf.Tensor,
+        key: str,
+        what: str,
+        loc: str,
     ) -> tf.Tensor:
-        """A value computed by one of janus's checks (``assert_op.janus_unwrap``, ``janus_narrow_int32``):
-        ``make(assumption_id, description)`` gives the value and the op that fails where ``what`` does not hold."""
+        """A value computed from ``checked`` by one of janus's checks (``assert_op.janus_unwrap``,
+        ``janus_narrow_int32``): ``make(checked, assumption_id, description)`` gives the value and the op
+        that fails where ``what`` does not hold."""
         assumption = self.assumption(key, what, loc)
         with tf.name_scope("janus_assert"):
-            value, check = make(assumption.id, f"{what} ({loc})")
+            value, check = make(checked, assumption.id, f"{what} ({loc})")
         self.assert_ops.append(check)
-        self.code.call("janus_assert", (value, assumption.id), {}, None)
+        self.code.call(make.__name__, (checked, assumption.id), {}, value)
         return value
 
     def speculate(self, value: tf.Tensor, expected: bool, code: types.CodeType, node: gast.AST, what: str) -> None:
@@ -960,17 +966,15 @@ class GenerationContext:
     def unwrap_optional(self, value: OptionalNumber, loc: str) -> PyNumber:
         """The number of a may-be-None location used as a number: asserts it is not None."""
         number = self.checked_value(
-            lambda id_, description: janus_unwrap(value.pair, id_, description),
-            f"value is not None@{loc}", "a value that may be None is not None", loc,
-        )  # fmt: skip
+            janus_unwrap, value.pair, f"value is not None@{loc}", "a value that may be None is not None", loc
+        )
         return PyNumber(number, value.type)
 
     def narrow_int32(self, value: tf.Tensor, loc: str) -> tf.Tensor:
         """An int64 as the int32 eager's ``convert_to_tensor`` makes of a Python int: asserts it fits."""
         return self.checked_value(
-            lambda id_, description: janus_narrow_int32(value, id_, description),
-            f"default dtype range@{loc}", "fits its default dtype", loc,
-        )  # fmt: skip
+            janus_narrow_int32, value, f"default dtype range@{loc}", "fits its default dtype", loc
+        )
 
     def assert_nonzero(self, divisor: tf.Tensor, loc: str) -> None:
         """Division by a relaxed number: Python raises ZeroDivisionError, so check before."""

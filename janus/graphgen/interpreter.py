@@ -1347,6 +1347,22 @@ class Interpreter:
             with sandbox.library_call(type(layer).__name__, loc):
                 return self.ctx.record_call(type(layer).__name__, layer, tuple(args), kwargs, loc)
 
+    def _number_list(self, value: list | tuple, parts: tuple[list[PyNumber], list[object]], loc: str) -> object:
+        """A (nested) list of Python numbers for a library call: eager converts it whole, so its constants
+        decide its dtype as much as its run-time numbers do, and a float that float32 cannot hold makes
+        eager's conversion raise (a graph's packs inf, with a NumPy warning)."""
+        numbers, constants = parts
+        kinds = {n.type for n in numbers} | {type(c) for c in constants}
+        if float in kinds and any(type(c) is float and pynumber.overflows_float32(c) for c in constants):
+            raise NotConvertible(
+                "a list of Python numbers holds a float that float32 cannot hold: eager's conversion raises or "
+                "gives inf, depending on the op",
+                loc,
+            )
+        if kinds == {int} and numbers and not all(pynumber.fits_int32(c) for c in constants):
+            return pynumber.map_numbers(value, lambda n: n.tensor)  # int64, as eager's whole list: nothing to narrow
+        return type(value)(self._library_value(v, loc) for v in value)
+
     @staticmethod
     def _materialized(value: object) -> object:
         return value.materialize() if isinstance(value, HeapList) else value
@@ -1366,7 +1382,16 @@ class Interpreter:
                 lambda c: self.ctx.check(c, f"default dtype range@{loc}", "fits its default dtype", loc),
                 lambda t: self.ctx.narrow_int32(t, loc),
             )
+        if type(value) is float and pynumber.overflows_float32(value):
+            raise NotConvertible(
+                f"a float constant float32 cannot hold ({value!r}) passed to a library call: eager's conversion "
+                "raises or gives inf, depending on the op",
+                loc,
+            )
         if type(value) in (list, tuple):
+            parts = pynumber.number_list_parts(value)
+            if parts is not None:
+                return self._number_list(value, parts, loc)
             return type(value)(self._library_value(v, loc) for v in value)
         if isinstance(value, EagerTensor) and id(value) in self.ctx.heap_tensors:
             return self.ctx.library_tensor(value)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import operator
 import struct
 from collections.abc import Callable
@@ -280,6 +281,46 @@ def as_default_tensor(
     if t.dtype == tf.int32:
         return t
     return narrow_int32(t)
+
+
+def number_list_parts(value: list | tuple) -> tuple[list[PyNumber], list[object]] | None:
+    """The run-time numbers and the constants of a (nested) list or tuple of Python numbers only, as
+    eager's ``convert_to_tensor`` converts it whole; None where it holds anything else (a tensor, whose
+    dtype a packed list takes)."""
+    numbers: list[PyNumber] = []
+    constants: list[object] = []
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        if type(item) in (list, tuple):
+            todo.extend(item)
+        elif isinstance(item, PyNumber):
+            numbers.append(item)
+        elif type(item) in (int, float, bool):
+            constants.append(item)
+        else:
+            return None
+    return numbers, constants
+
+
+def fits_int32(number: int) -> bool:
+    return -(2**31) <= number < 2**31
+
+
+def overflows_float32(number: float) -> bool:
+    """A finite float that float32 rounds to inf: eager's conversion raises a ValueError."""
+    return math.isfinite(number) and abs(number) > _FLOAT32_LARGEST_BEFORE_INF
+
+
+# The largest float64 that rounds to a finite float32 (halfway to the next power of two rounds to even, inf).
+_FLOAT32_LARGEST_BEFORE_INF = float(np.nextafter(np.float64(2.0**128 - 2.0**103), 0.0))
+
+
+def map_numbers(value: object, fn: Callable[[PyNumber], object]) -> object:
+    """``value`` with ``fn`` applied to every ``PyNumber`` in its (nested) lists and tuples."""
+    if type(value) in (list, tuple):
+        return type(value)(map_numbers(v, fn) for v in value)
+    return fn(value) if isinstance(value, PyNumber) else value
 
 
 def to_python(value: tf.Tensor, kind: type) -> object:
