@@ -1290,6 +1290,7 @@ class Interpreter:
         if callee is tf.constant and len(args) == 1 and not kwargs and pynumber.involves(tf.nest.flatten(args[0])):
             callee = tf.convert_to_tensor  # tf.constant(x) of numbers known at run time: the same tensor
         _no_run_time_switches(kwargs.values(), loc)  # keepdims=, training=: Python bools to TF
+        _no_unhinted_float32_overflow(args, kwargs, loc)
         args = [self._library_value(v, loc) for v in args]
         kwargs = {k: self._library_value(v, loc) for k, v in kwargs.items()}
         if callee in (tf.pad, tf.compat.v1.pad):  # it reads a non-tensor's paddings in Python, row by row
@@ -1349,16 +1350,9 @@ class Interpreter:
 
     def _number_list(self, value: list | tuple, parts: tuple[list[PyNumber], list[object]], loc: str) -> object:
         """A (nested) list of Python numbers for a library call: eager converts it whole, so its constants
-        decide its dtype as much as its run-time numbers do, and a float that float32 cannot hold makes
-        eager's conversion raise (a graph's packs inf, with a NumPy warning)."""
+        decide its dtype as much as its run-time numbers do (``_no_unhinted_float32_overflow`` for floats)."""
         numbers, constants = parts
         kinds = {n.type for n in numbers} | {type(c) for c in constants}
-        if float in kinds and any(type(c) is float and pynumber.overflows_float32(c) for c in constants):
-            raise NotConvertible(
-                "a list of Python numbers holds a float that float32 cannot hold: eager's conversion raises or "
-                "gives inf, depending on the op",
-                loc,
-            )
         if kinds == {int} and numbers and not all(pynumber.fits_int32(c) for c in constants):
             return pynumber.map_numbers(value, lambda n: n.tensor)  # int64, as eager's whole list: nothing to narrow
         return type(value)(self._library_value(v, loc) for v in value)
@@ -1381,12 +1375,6 @@ class Interpreter:
                 value,
                 lambda c: self.ctx.check(c, f"default dtype range@{loc}", "fits its default dtype", loc),
                 lambda t: self.ctx.narrow_int32(t, loc),
-            )
-        if type(value) is float and pynumber.overflows_float32(value):
-            raise NotConvertible(
-                f"a float constant float32 cannot hold ({value!r}) passed to a library call: eager's conversion "
-                "raises or gives inf, depending on the op",
-                loc,
             )
         if type(value) in (list, tuple):
             parts = pynumber.number_list_parts(value)
@@ -1821,6 +1809,23 @@ def _mangled(code: types.CodeType, attr: str) -> str:
         i -= 2  # a function's locals: the function before "<locals>" is no class
     owner = parts[i].lstrip("_") if i >= 0 else ""
     return f"_{owner}{attr}" if owner else attr
+
+
+def _no_unhinted_float32_overflow(args: list, kwargs: dict, loc: str) -> None:
+    """A float constant that float32 cannot hold (``1e300``), alone or in a list, in a library call
+    with no tensor argument: eager's conversion then has no dtype to follow and raises
+    (``tf.constant(1e300)``, ``tf.fill``) or gives inf (``dtype=tf.float32``), depending on the op,
+    where a graph gives inf and NumPy warns. Next to a tensor (``tf.add(x, -1e39)``) eager converts
+    to the tensor's dtype, as the graph does."""
+    leaves = tf.nest.flatten((args, kwargs))
+    if any(isinstance(v, tf.Tensor) for v in leaves):
+        return
+    if any(type(v) is float and pynumber.overflows_float32(v) for v in leaves):
+        raise NotConvertible(
+            "a float constant float32 cannot hold, in a library call with no tensor argument: eager's "
+            "conversion raises or gives inf, depending on the op",
+            loc,
+        )
 
 
 def _holds_number(value: object) -> bool:
