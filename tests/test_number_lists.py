@@ -22,6 +22,7 @@ from test_recursion import Node
 
 import janus
 
+_SCALE = tf.Variable(2.0)
 RUNTIME_INTS = [(n,) for n in (1, 2, 3, 4, 5, 6, 7, 8)]
 
 
@@ -80,8 +81,10 @@ def test_a_leafs_word_next_to_a_constant_past_int32_in_a_recursion():
         (lambda x: tf.fill([2], 1e300) + x, 0),  # eager raises
         (lambda x: tf.constant(1e300, tf.float32) + x, 0),  # eager gives inf
         (lambda x: x * 1e300, 2),  # eager gives inf: an operator, as the graph's (its NumPy warning kept quiet)
+        (lambda x: tf.add(x, -1e39), 2),  # eager converts to the tensor's dtype: inf
+        (lambda x: tf.maximum(_SCALE, {"y": [1e39]}["y"]) + x, 0),  # eager gives inf quietly; a graph warns
     ],
-    ids=["constant", "fill", "constant_float32", "multiply"],
+    ids=["constant", "fill", "constant_float32", "multiply", "add_tensor", "maximum_variable"],
 )
 def test_a_float_constant_float32_cannot_hold_gets_eagers_answer_and_warns_nothing(convert):
     convert, graph_calls = convert

@@ -1813,19 +1813,30 @@ def _mangled(code: types.CodeType, attr: str) -> str:
 
 def _no_unhinted_float32_overflow(args: list, kwargs: dict, loc: str) -> None:
     """A float constant that float32 cannot hold (``1e300``), alone or in a list, in a library call
-    with no tensor argument: eager's conversion then has no dtype to follow and raises
-    (``tf.constant(1e300)``, ``tf.fill``) or gives inf (``dtype=tf.float32``), depending on the op,
-    where a graph gives inf and NumPy warns. Next to a tensor (``tf.add(x, -1e39)``) eager converts
-    to the tensor's dtype, as the graph does."""
-    leaves = tf.nest.flatten((args, kwargs))
-    if any(isinstance(v, tf.Tensor) for v in leaves):
+    with no graph tensor argument: eager's conversion raises (``tf.constant(1e300)``, ``tf.fill``) or
+    gives inf (``dtype=tf.float32``, next to a variable), depending on the op, where a graph gives
+    inf and NumPy warns. Next to a graph tensor (``tf.add(x, -1e39)``) eager converts to the tensor's
+    dtype, as the graph does, whose NumPy warning ``context._quiet_conversions`` keeps quiet."""
+    if any(is_symbolic(v) for v in (*args, *kwargs.values())):  # as ``context._quiet_conversions``: no warning
         return
-    if any(type(v) is float and pynumber.overflows_float32(v) for v in leaves):
+    if any(type(v) is float and pynumber.overflows_float32(v) for v in _plain_leaves([*args, *kwargs.values()])):
         raise NotConvertible(
-            "a float constant float32 cannot hold, in a library call with no tensor argument: eager's "
+            "a float constant float32 cannot hold, in a library call with no graph tensor argument: eager's "
             "conversion raises or gives inf, depending on the op",
             loc,
         )
+
+
+def _plain_leaves(value: object) -> Iterator[object]:
+    """What plain lists, tuples and dicts (their values) hold, however nested."""
+    if type(value) in (list, tuple):
+        for item in value:
+            yield from _plain_leaves(item)
+    elif type(value) is dict:
+        for item in value.values():
+            yield from _plain_leaves(item)
+    else:
+        yield value
 
 
 def _holds_number(value: object) -> bool:
