@@ -47,6 +47,19 @@ class Measurement:
         repeats cancels (a model's eager speed moved 1.5x between two runs an hour apart)."""
         return statistics.median(tb / ta for ta, tb in zip(self.samples[a], self.samples[b]))
 
+    def pooled_with(self, other: Measurement) -> Measurement:
+        """This measurement's samples followed by ``other``'s (of the same workload), medians anew.
+
+        Each sample is seconds a step, so samples timed with different ``steps`` a repeat pool. Both
+        measurements time the variants they share in the same repeats, so ``paired_ratio`` still
+        compares steps that ran one after the other."""
+        samples = {k: [*v, *other.samples.get(k, [])] for k, v in self.samples.items()}
+        cold = {k: v for k, v in self.cold_step.items()}
+        return Measurement(
+            self.name, self.unit, {k: statistics.median(v) for k, v in samples.items()}, samples,
+            self.items_per_step, dict(self.notes), cold,
+        )  # fmt: skip
+
 
 def measure(
     name: str,

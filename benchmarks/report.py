@@ -41,6 +41,14 @@ def table3_markdown(rows: list[dict]) -> str:
             f"{m['symbolic'] / m['imperative']:.2f}× | {over_symbolic} | "
             f"{m['janus_build_seconds']:.1f} | {verdict} |"
         )
+    pairs = [m for m in rows if m.get("pair_repeats")]
+    if pairs:
+        counts = ", ".join(f"{m['name']} {m['repeats']} + {m['pair_repeats']}" for m in pairs)
+        lines += [
+            "",
+            "janus's and symbolic's figures pool the three-way repeats with more repeats of the two alone, "
+            f"alternating (`table3._janus_against_symbolic`); repeats, three-way + two-way: {counts}.",
+        ]
     return "\n".join(lines)
 
 

@@ -10,11 +10,15 @@ For each model (see ``benchmarks/models/workload.py`` for the module contract):
 2. **Throughput.** The eager, janus and symbolic programs keep training, interleaved, after
    warm-up; medians of repeats. janus's profiling and graph-build time are reported separately
    (they are excluded from throughput).
+3. **janus against symbolic.** More repeats of the janus and symbolic programs alone, alternating;
+   their samples join the three-way ones for janus's and symbolic's figures (the three-way ratio
+   alone is reported too).
 """
 
 from __future__ import annotations
 
 import importlib
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -144,17 +148,39 @@ def agreement(name: str, quick: bool, steps: int | None = None) -> dict:
     }
 
 
+PAIR_SECONDS = 24.0  # the janus-against-symbolic repeats time at least this much, unless capped
+PAIR_MAX_REPEATS = 41
+PAIR_REPEAT_SECONDS = 0.25  # each variant's timed steps in a repeat take about this much, at least 3 steps
+
+
+def _janus_against_symbolic(name: str, variants: dict, three_way, quick: bool):
+    """More repeats of janus and the baseline alone, alternating, after the three-way repeats.
+
+    The janus ÷ symbolic target is a few percent, and a repeat's ratio on these machines spreads
+    over about 0.88-1.05 (LM and Inception-v3, eleventh session); eager's steps, up to 7x as long,
+    took most of the three-way repeats' time. Short steps run more of them a repeat."""
+    slowest = max(three_way.per_step["janus"], three_way.per_step["symbolic"])
+    steps = 1 if quick else max(3, math.ceil(PAIR_REPEAT_SECONDS / max(slowest, 1e-6)))
+    return measure(
+        name, {k: variants[k] for k in ("janus", "symbolic")}, unit=three_way.unit,
+        items_per_step=three_way.items_per_step, warmup=1, repeats=2 if quick else 11, steps=steps,
+        rewarm=0 if quick else 1, min_seconds=0.0 if quick else PAIR_SECONDS, max_repeats=PAIR_MAX_REPEATS,
+    )  # fmt: skip
+
+
 def run_model(name: str, quick: bool) -> dict:
-    """Agreement, then interleaved throughput of eager / janus / symbolic."""
+    """Agreement, then interleaved throughput of eager / janus / symbolic, then more interleaved
+    repeats of janus and symbolic alone (pooled with the three-way ones for their figures)."""
     mod = module(name)
     checked = agreement(name, quick)
     recorder = checked["recorder"]
     variants = {variant: step for variant, (_, step) in checked["programs"].items()}
-    m = measure(
+    three_way = measure(
         name, variants, unit=mod.UNIT, items_per_step=mod.items_per_step(quick),
         warmup=1 if quick else 3, repeats=2 if quick else 11, steps=1 if quick else 3,
         rewarm=0 if quick else 1, min_seconds=0.0 if quick else 12.0,
     )  # fmt: skip
+    m = three_way.pooled_with(_janus_against_symbolic(name, variants, three_way, quick))
     return {
         "name": name,
         "unit": mod.UNIT,
@@ -166,9 +192,12 @@ def run_model(name: str, quick: bool) -> dict:
         "janus_over_imperative": m.ratio("janus", "imperative"),
         "janus_over_symbolic": m.ratio("janus", "symbolic"),
         "janus_over_symbolic_paired": m.paired_ratio("janus", "symbolic"),
+        "janus_over_symbolic_three_way": three_way.ratio("janus", "symbolic"),
+        "janus_over_symbolic_three_way_paired": three_way.paired_ratio("janus", "symbolic"),
         "ms_per_step": {k: v * 1e3 for k, v in m.per_step.items()},
         "cold_ms_per_step": {k: v * 1e3 for k, v in m.cold_step.items()},
-        "repeats": len(m.samples["janus"]),
+        "repeats": len(three_way.samples["janus"]),
+        "pair_repeats": len(m.samples["janus"]) - len(three_way.samples["janus"]),
         "samples_ms": {k: [t * 1e3 for t in v] for k, v in m.samples.items()},
         "janus_build_seconds": recorder.total("build_seconds"),
         "janus_first_steps_seconds": checked["janus_first_steps_seconds"],

@@ -106,3 +106,15 @@ def test_cold_steps_table_lists_each_measured_model_and_nothing_for_quick_runs()
     assert "| treernn | 11 | 1250.0 / 50.0 / 500.0 | 25.00× | 10.00× |" in table
     assert "quick" not in table
     assert cold_steps_markdown([{"name": "quick", "cold_ms_per_step": {}}]) == ""
+
+
+def test_pooled_measurement_keeps_each_phase_paired_and_takes_medians_over_all_samples():
+    three_way = Measurement(
+        "pool", "s", per_step={}, samples={"e": [9.0, 9.0], "j": [1.0, 3.0], "s": [1.1, 3.3]}, cold_step={"j": 5.0}
+    )
+    alone = Measurement("pool", "s", per_step={}, samples={"j": [2.0, 2.0, 2.0], "s": [2.4, 2.4, 2.4]})
+    pooled = three_way.pooled_with(alone)
+    assert pooled.samples == {"e": [9.0, 9.0], "j": [1.0, 3.0, 2.0, 2.0, 2.0], "s": [1.1, 3.3, 2.4, 2.4, 2.4]}
+    assert pooled.per_step == {"e": 9.0, "j": 2.0, "s": 2.4}
+    assert pooled.paired_ratio("j", "s") == pytest.approx(1.2)  # the ratios 1.1, 1.1, 1.2, 1.2, 1.2
+    assert pooled.cold_step == {"j": 5.0} and three_way.samples["j"] == [1.0, 3.0]  # the inputs are left as they were
