@@ -54,10 +54,9 @@ class Measurement:
         measurements time the variants they share in the same repeats, so ``paired_ratio`` still
         compares steps that ran one after the other."""
         samples = {k: [*v, *other.samples.get(k, [])] for k, v in self.samples.items()}
-        cold = {k: v for k, v in self.cold_step.items()}
         return Measurement(
             self.name, self.unit, {k: statistics.median(v) for k, v in samples.items()}, samples,
-            self.items_per_step, dict(self.notes), cold,
+            self.items_per_step, dict(self.notes), dict(self.cold_step),
         )  # fmt: skip
 
 
