@@ -37,7 +37,7 @@ from janus.graphgen.pynumber import OptionalNumber, PyNumber
 from janus.graphgen.source import location
 from janus.graphgen.static_values import static_value
 from janus.graphgen.touches import TouchCounters
-from janus.graphgen.values import is_plain, is_symbolic, is_user_object
+from janus.graphgen.values import is_plain, is_symbolic, is_user_object, truth_tensor
 from janus.ops import heap_ops, janus_assert, pyheap
 from janus.ops.assert_op import janus_narrow_int32, janus_unwrap
 from janus.profiler.profile import Profile
@@ -938,7 +938,7 @@ class GenerationContext:
         loc = location(code, node)
 
         def condition() -> tf.Tensor:
-            truth = tf.cast(tf.reshape(value, []), tf.bool)
+            truth = truth_tensor(value)
             return truth if expected else tf.logical_not(truth)
 
         self.check(condition, f"{what}@{loc}", what, loc)

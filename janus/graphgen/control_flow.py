@@ -35,7 +35,7 @@ from janus.graphgen.errors import GenerationError, NotConvertible
 from janus.graphgen.heap import PyObjectRef
 from janus.graphgen.ordering import branch_done, is_state_write
 from janus.graphgen.pynumber import PyNumber
-from janus.graphgen.values import is_plain, is_symbolic
+from janus.graphgen.values import is_plain, is_symbolic, truth_tensor
 
 if TYPE_CHECKING:
     from janus.graphgen.interpreter import Frame, Interpreter
@@ -254,7 +254,7 @@ def convert_cond(
     if returns and escapes(rest, loop_exits=True) and not escapes(rest, loop_exits=False):
         raise NotConvertible("`break`/`continue` after a returning tensor-dependent `if`", loc)
     names = sorted(assigned_names(body + orelse))
-    truth = _truth(predicate)
+    truth = truth_tensor(predicate)
     templates: list[object] = []
     had_assertions: list[bool] = []
     saved = _snapshot_containers(interp, frame)
@@ -340,7 +340,7 @@ def convert_select(
         templates.clear()
         try:
             with interp.ctx.attempt():
-                outputs = tf.cond(_truth(predicate), branch(then), branch(otherwise))
+                outputs = tf.cond(truth_tensor(predicate), branch(then), branch(otherwise))
         except (NotConvertible, GenerationError):
             raise
         except (ValueError, TypeError, AssertionError) as err:
@@ -386,10 +386,6 @@ def _numbers_differ(templates: list) -> bool:
         return False
 
     return not same_template(*templates) and close(*templates)
-
-
-def _truth(value: tf.Tensor) -> tf.Tensor:
-    return tf.cast(tf.reshape(value, []), tf.bool)
 
 
 def _snapshot_containers(interp: Interpreter, frame: Frame) -> list[tuple[object, object]]:
@@ -573,7 +569,7 @@ def convert_loop(interp: Interpreter, frame: Frame, node: gast.For | gast.While,
             if not is_symbolic(test) and not isinstance(test, EagerTensor):
                 raise NotConvertible("a `while` test that stops being a tensor", loc)
             holds_assertions.append(bool(asserts))
-            return _truth(test)
+            return truth_tensor(test)
 
     def body(index: tf.Tensor, *flat: tf.Tensor) -> list:
         state_flat, vars_flat, lists_flat = split(flat)

@@ -56,7 +56,7 @@ from janus.graphgen.heap import MISSING, HeapList, PyObjectRef
 from janus.graphgen.numpy_values import NumpyArray, NumpyMethod, NumpyScalar
 from janus.graphgen.pynumber import OptionalNumber, PyNumber
 from janus.graphgen.source import function_ast, location
-from janus.graphgen.values import is_plain, is_safe_operand, is_symbolic, is_user_object
+from janus.graphgen.values import is_plain, is_safe_operand, is_symbolic, is_user_object, truth_tensor
 from janus.profiler.heapreads import chain_of
 from janus.profiler.observe import is_plain_namedtuple
 from janus.source import purity
@@ -893,7 +893,7 @@ class Interpreter:
             if isinstance(operand, PyNumber) and operand.type is bool:
                 return PyNumber(tf.logical_not(operand.tensor), bool)
             if is_symbolic(operand):
-                return PyNumber(tf.logical_not(tf.cast(tf.reshape(operand, []), tf.bool)), bool)
+                return PyNumber(tf.logical_not(truth_tensor(operand)), bool)
             return not self.static_truth(frame, node, operand)
         return self.operate(frame, node, _UNARY[type(node.op)], operand)
 

@@ -20,6 +20,16 @@ def is_symbolic(value: object) -> bool:
     return isinstance(value, tf.Tensor) and not isinstance(value, EagerTensor)
 
 
+def truth_tensor(value: tf.Tensor) -> tf.Tensor:
+    """The scalar boolean ``bool(value)`` gives in eager; fails at run time where ``value`` is not one element.
+
+    A value already known to be a scalar is not reshaped: the node would run at every call, and
+    at every tree node of a recursive function.
+    """
+    scalar = value if value.shape.rank == 0 else tf.reshape(value, [])
+    return tf.cast(scalar, tf.bool)
+
+
 def is_plain(value: object) -> bool:
     """Data whose operators are Python's own: safe to fold while generating."""
     if isinstance(value, (*PLAIN_SCALARS, np.generic)):
