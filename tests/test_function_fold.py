@@ -102,12 +102,22 @@ def test_a_zero_gradient_fill_folds_whatever_its_type():
 
 @pytest.mark.parametrize(
     "case",
-    ["float arithmetic", "waits for a node", "waited for", "fails as written", "too large", "reads an argument"],
+    [
+        "float arithmetic",
+        "float to int",
+        "waits for a node",
+        "waited for",
+        "fails as written",
+        "too large",
+        "reads an argument",
+    ],
 )
 def test_what_does_not_fold(case):
     parts = [_const("one", 1.0, np.float32), _const("s", [2, 3], np.int32), _const("bad", [7], np.int32)]
     if case == "float arithmetic":  # rounding may differ by device: only exact values fold
         parts.append(_node("t", "AddV2", "one:output:0", "one:output:0", T="type: DT_FLOAT"))
+    elif case == "float to int":  # NaN or out of range: the device's own answer
+        parts.append(_node("t", "Cast", "one:output:0", SrcT="type: DT_FLOAT", DstT="type: DT_INT32"))
     elif case == "waits for a node":
         parts.append(_node("t", "Size", "s:output:0", "^one", T="type: DT_INT32", out_type="type: DT_INT32"))
     elif case == "waited for":
@@ -127,6 +137,34 @@ def test_what_does_not_fold(case):
     fdef = _fdef(*parts)
     assert not function_fold.fold_constants(fdef)
     assert _nodes(fdef)["t"].op != "Const"
+
+
+def test_each_node_runs_at_most_once_and_large_fills_not_at_all(monkeypatch):
+    """Nodes refused after evaluation are not evaluated again after each fold; a Fill over the size
+    limit is refused from its shape, before it allocates."""
+    runs = []
+    evaluate = function_fold._evaluate
+    monkeypatch.setattr(
+        function_fold, "_evaluate", lambda node, inputs: runs.append(node.name) or evaluate(node, inputs)
+    )
+    parts = [_const("one", 1.0, np.float32), _const("big", [1 << 16, 1 << 16], np.int32), _const("s", [5], np.int32)]
+    parts.append(_node("huge", "Fill", "big:output:0", "one:output:0", T="type: DT_FLOAT", index_type="type: DT_INT32"))
+    parts.append(_node("float", "AddV2", "one:output:0", "one:output:0", T="type: DT_FLOAT"))
+    parts += [
+        _node(
+            f"n{i}",
+            "Size",
+            "s:output:0" if i == 0 else f"n{i - 1}:output:0",
+            T="type: DT_INT32",
+            out_type="type: DT_INT32",
+        )
+        for i in range(6)
+    ]
+    parts.append('ret { key: "y" value: "float:z:0" } ret { key: "z" value: "n5:output:0" }')
+    fdef = _fdef(*parts)
+    assert function_fold.fold_constants(fdef)
+    assert sorted(runs) == sorted(["float"] + [f"n{i}" for i in range(6)])
+    assert _nodes(fdef)["n5"].op == "Const" and _nodes(fdef)["huge"].op == "Fill"
 
 
 def test_a_folded_tf_function_answers_as_before():

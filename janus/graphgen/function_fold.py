@@ -67,13 +67,15 @@ def fold_constants(fdef: function_pb2.FunctionDef) -> bool:
 
     Returns whether anything changed. Nodes left without readers stay for the caller's dead-node pass.
     """
-    changed = False
+    changed, refused = False, set()
     while True:
         nodes = {n.name: n for n in fdef.node_def}
         waited_for = {ref[1:] for n in fdef.node_def for ref in n.input if ref.startswith("^")}
         waited_for |= set(fdef.control_ret.values())
         for node in list(fdef.node_def):
-            values = _foldable_value(node, nodes, waited_for)
+            if node.name in refused:
+                continue
+            values = _foldable_value(node, nodes, waited_for, refused)
             if values is not None:
                 _replace(fdef, node, values)
                 changed = True
@@ -82,7 +84,11 @@ def fold_constants(fdef: function_pb2.FunctionDef) -> bool:
             return changed
 
 
-def _foldable_value(node: node_def_pb2.NodeDef, nodes: dict, waited_for: set[str]) -> list[np.ndarray] | None:
+def _foldable_value(
+    node: node_def_pb2.NodeDef, nodes: dict, waited_for: set[str], refused: set[str]
+) -> list[np.ndarray] | None:
+    """The node's values if it folds. A node refused with constant inputs goes into ``refused``
+    (its inputs never change, so it is not looked at again)."""
     if node.op not in _ARITHMETIC and node.op not in _PLACING:
         return None
     if node.name in waited_for or node.device or not node.input:
@@ -93,6 +99,9 @@ def _foldable_value(node: node_def_pb2.NodeDef, nodes: dict, waited_for: set[str
         if ref.startswith("^") or producer is None or producer.op != "Const" or producer.input:
             return None
         inputs.append(producer)
+    refused.add(node.name)
+    if not _small_and_exact(node, [tensor_util.MakeNdarray(c.attr["value"].tensor) for c in inputs]):
+        return None
     try:
         values = _evaluate(node, inputs)
     except (tf.errors.OpError, ValueError, TypeError):
@@ -102,6 +111,25 @@ def _foldable_value(node: node_def_pb2.NodeDef, nodes: dict, waited_for: set[str
     if node.op not in _PLACING and any(tf.as_dtype(v.dtype) not in _EXACT_DTYPES for v in values):
         return None
     return values
+
+
+def _small_and_exact(node: node_def_pb2.NodeDef, inputs: list[np.ndarray]) -> bool:
+    """Checks made before the node runs: the ops that make a large tensor from small inputs stay
+    under ``_MAX_BYTES``; a ``Cast`` folds only from an exact type (a float's conversion to an
+    integer out of range or of NaN is the device's own)."""
+    if node.op == "Cast":
+        return tf.as_dtype(node.attr["SrcT"].type) in _EXACT_DTYPES
+    if node.op == "Fill":
+        dtype = tf.as_dtype(inputs[1].dtype)
+        if dtype == tf.string or inputs[0].ndim != 1:
+            return False
+        return int(np.prod([max(int(d), 0) for d in inputs[0]], dtype=object)) * dtype.size <= _MAX_BYTES
+    if node.op == "Range":
+        start, limit, delta = (x.item() if x.ndim == 0 else None for x in inputs)
+        if not all(isinstance(x, int) for x in (start, limit, delta)) or delta == 0:
+            return False
+        return max(-(-(limit - start) // delta), 0) * tf.as_dtype(inputs[0].dtype).size <= _MAX_BYTES
+    return True
 
 
 def _evaluate(node: node_def_pb2.NodeDef, inputs: list[node_def_pb2.NodeDef]) -> list[np.ndarray]:
