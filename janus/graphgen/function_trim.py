@@ -24,8 +24,6 @@ from tensorflow.core.framework import function_pb2
 from tensorflow.python.eager import context
 from tensorflow.python.framework import op_def_registry
 
-from janus.graphgen import function_fold
-
 _BRANCH_ATTRS = ("then_branch", "else_branch", "branches")
 
 
@@ -67,7 +65,7 @@ def trim(fdef: function_pb2.FunctionDef) -> function_pb2.FunctionDef | None:
     out = function_pb2.FunctionDef()
     out.CopyFrom(fdef)
     changed = False
-    while _bypass_one_identity(out) or function_fold.fold_constants(out) or _drop_dead_nodes(out):
+    while _bypass_one_identity(out) or _drop_dead_nodes(out):
         changed = True
     return out if changed else None
 

@@ -1,10 +1,11 @@
-"""Breaker probes for janus.graphgen.function_fold and values.truth_tensor (90a60bc): recursive
-functions with folded shape arithmetic / Fills, and tensor truth values, must answer as eager."""
+"""Breaker probes for values.truth_tensor (a scalar truth value is not reshaped) and for recursive
+functions full of constant shape arithmetic (zeros, fills, concats, splits, gathers), which
+answer as eager."""
 
 import numpy as np
 import tensorflow as tf
 from differential import run_differential
-from test_recursion import Node, linear_tree, random_tree
+from test_recursion import Node, linear_tree, random_tree, tree_program
 
 
 def _trees(rng, n, size=(1, 8)):
@@ -175,3 +176,19 @@ def test_and_or_not_on_int_tensors():
     C = tf.constant
     calls = [(C(1), C(2)), (C(0), C(3)), (C(2), C(0)), (C(0), C(0)), (C(5), C(7)), (C(0), C(1))]
     run_differential(lambda: (_and_or, lambda: None), calls, min_graph_calls=2)
+
+
+def test_a_scalar_predicate_reads_without_a_reshape():
+    """``if node.is_leaf`` on a heap read known to be a scalar bool: the recursive function runs no
+    ``Reshape`` of it at every tree node (a value of unknown shape still is reshaped, and fails
+    where eager's ``bool()`` does: test_if_on_rank0_unknown_rank_and_multi_element_tensors)."""
+    from tensorflow.python.eager import context
+
+    from janus.graphgen import recursion_grad
+
+    rng = np.random.default_rng(2)
+    calls = [([random_tree(rng, int(rng.integers(2, 9))) for _ in range(2)],) for _ in range(6)]
+    run_differential(tree_program(train=False), calls, min_graph_calls=2)
+    forward = context.context().get_function_def(list(recursion_grad.registry.values())[-1].name)
+    ops = [n.op for n in forward.node_def]
+    assert {"If", "StatelessIf"} & set(ops) and "Reshape" not in ops
