@@ -5,7 +5,11 @@ answer as eager."""
 import numpy as np
 import tensorflow as tf
 from differential import run_differential
+from tensorflow.python.eager import context
+from test_breaker_trim import _weights
 from test_recursion import Node, linear_tree, random_tree, tree_program
+
+from janus.graphgen import recursion_grad
 
 
 def _trees(rng, n, size=(1, 8)):
@@ -114,11 +118,10 @@ def test_tensor_predicates_rank0_shape1_reduce_any_not_inside_recursion():
 
 
 def test_integer_division_by_zero_of_constants_fails_at_run_time_on_one_call_only():
-    """FloorDiv of constants that fails is not folded: eager's error on the call that reaches it."""
+    """A division by zero of constants inside the recursion: eager's error on the call that reaches it."""
 
     def make():
-        emb = tf.Variable(tf.random.stateless_normal([20, 3], seed=[1, 2]))
-        w = tf.Variable(tf.random.stateless_normal([6, 3], seed=[3, 4]) * 0.5)
+        emb, w = _weights()
 
         def enc(node):
             if node.is_leaf:
@@ -182,10 +185,6 @@ def test_a_scalar_predicate_reads_without_a_reshape():
     """``if node.is_leaf`` on a heap read known to be a scalar bool: the recursive function runs no
     ``Reshape`` of it at every tree node (a value of unknown shape still is reshaped, and fails
     where eager's ``bool()`` does: test_if_on_rank0_unknown_rank_and_multi_element_tensors)."""
-    from tensorflow.python.eager import context
-
-    from janus.graphgen import recursion_grad
-
     rng = np.random.default_rng(2)
     calls = [([random_tree(rng, int(rng.integers(2, 9))) for _ in range(2)],) for _ in range(6)]
     run_differential(tree_program(train=False), calls, min_graph_calls=2)
