@@ -66,6 +66,13 @@ using tensorflow::TensorShape;
 using tensorflow::Variant;
 using tensorflow::VariantTensorData;
 
+// janus_pyheap.cc: a recursive body's leading read of a bool attribute of its node, done by the
+// invocation (the forward shortcut below).
+struct BoolAttrRead;
+BoolAttrRead* NewBoolAttrRead(const std::string& name, long long expect);
+void DeleteBoolAttrRead(BoolAttrRead* read);
+bool ReadBoolAttr(BoolAttrRead* read, long long store_id, long long pointer, bool* value);
+
 // The intermediates one invocation saved for its backward pass.
 struct JanusFrame {
   std::vector<Tensor> tensors;
@@ -253,24 +260,74 @@ tensorflow::Status Derived(OpKernelContext* ctx, const tensorflow::Status& statu
 }
 
 // Runs the callee with the kernel's own step resources (rendezvous, cancellation, runner).
-// A callee that is one `If` on its own arguments returning its outputs (a recursive function's
-// backward: TF's gradient of the body's `if`) runs its branch directly: the invocation picks the
-// branch by the predicate argument, which saves a function run and an executor run per backward
-// invocation. Found from the callee's definition when it is instantiated; a predicate other than
-// a bool scalar, or a callee of any other form, takes the plain call.
+// A callee that is one `If` returning its outputs runs its branch directly: the invocation picks
+// the branch itself, which saves a function run and an executor run per invocation. The `If`'s
+// predicate is either one of the callee's arguments (a recursive function's backward: TF's
+// gradient of the body's `if`) or, forward, a bool attribute of the node the callee reads first
+// (`if node.is_leaf:`: a `JanusPyGetAttr` on the callee's store and node arguments, its token a
+// constant), which the invocation then reads itself where that read is certain
+// (janus_pyheap.cc's ReadBoolAttr); the callee may return that predicate too (the backward needs
+// it). Found from the callee's definition when it is instantiated; a predicate other than a bool
+// scalar, a read that is not certain, or a callee of any other form takes the plain call.
 struct IfShortcut {
-  int cond = -1;                  // the callee's argument that is the predicate
-  std::vector<int> args;          // branch argument i = callee argument args[i]
-  std::vector<int> rets;          // callee output j = branch output rets[j]
+  static constexpr int kPredicate = -1;  // in `rets`: the callee returns the predicate it read
+  int cond = -1;                         // the callee's argument that is the predicate (-1: read)
+  int read_store = -1;                   // where the predicate is read: the callee's store argument
+  int read_object = -1;                  // and its node argument
+  std::unique_ptr<BoolAttrRead, void (*)(BoolAttrRead*)> read{nullptr, DeleteBoolAttrRead};
+  std::vector<int> args;  // branch argument i = callee argument args[i]
+  std::vector<int> rets;  // callee output j = branch output rets[j], or the predicate
   FunctionLibraryRuntime::Handle then_handle = tensorflow::kInvalidHandle;
   FunctionLibraryRuntime::Handle else_handle = tensorflow::kInvalidHandle;
 };
 
+// The node of `fdef` named `name` (nullptr: none).
+const tensorflow::NodeDef* NodeNamed(const tensorflow::FunctionDef& fdef, absl::string_view name) {
+  for (const tensorflow::NodeDef& node : fdef.node_def()) {
+    if (node.name() == name) return &node;
+  }
+  return nullptr;
+}
+
+// Whether `read` is the forward shortcut's heap read: a scalar bool JanusPyGetAttr whose token is
+// a constant of `fdef` and whose store and node are arguments (their indices set in `shortcut`).
+bool MatchRead(const tensorflow::FunctionDef& fdef, const tensorflow::NodeDef& read,
+               const std::map<std::string, int>& arg_index, IfShortcut* shortcut) {
+  if (read.op() != "JanusPyGetAttr" || read.input_size() != 3) return false;
+  const auto dtype = read.attr().find("dtype");
+  const auto shape = read.attr().find("shape");
+  const auto name = read.attr().find("attr_name");
+  const auto expect = read.attr().find("expect");
+  if (dtype == read.attr().end() || dtype->second.type() != tensorflow::DT_BOOL || shape == read.attr().end() ||
+      shape->second.shape().unknown_rank() || shape->second.shape().dim_size() != 0 || name == read.attr().end() ||
+      expect == read.attr().end()) {
+    return false;
+  }
+  const std::string token_suffix = ":output:0";
+  const std::string& token = read.input(0);
+  if (!absl::EndsWith(token, token_suffix)) return false;
+  const tensorflow::NodeDef* constant = NodeNamed(fdef, absl::string_view(token).substr(0, token.size() - token_suffix.size()));
+  if (constant == nullptr || constant->op() != "Const" || constant->input_size() != 0) return false;
+  const auto store = arg_index.find(read.input(1));
+  const auto object = arg_index.find(read.input(2));
+  if (store == arg_index.end() || object == arg_index.end()) return false;
+  shortcut->read_store = store->second;
+  shortcut->read_object = object->second;
+  shortcut->read.reset(NewBoolAttrRead(name->second.s(), expect->second.i()));
+  return true;
+}
+
 // Reads `fdef` as the shortcut's form; false, with `shortcut` partly filled, where it is not.
 bool MatchIf(const tensorflow::FunctionDef& fdef, IfShortcut* shortcut, NameAttrList* then_f, NameAttrList* else_f) {
-  if (fdef.node_def_size() != 1 || fdef.control_ret_size() != 0) return false;
-  const tensorflow::NodeDef& node = fdef.node_def(0);
-  if (node.op() != "If" && node.op() != "StatelessIf") return false;
+  const tensorflow::NodeDef* found_if = nullptr;
+  for (const tensorflow::NodeDef& node : fdef.node_def()) {
+    if (node.op() == "If" || node.op() == "StatelessIf") {
+      if (found_if != nullptr) return false;
+      found_if = &node;
+    }
+  }
+  if (found_if == nullptr) return false;
+  const tensorflow::NodeDef& node = *found_if;
   const auto tcond = node.attr().find("Tcond");
   const auto then_attr = node.attr().find("then_branch");
   const auto else_attr = node.attr().find("else_branch");
@@ -280,19 +337,37 @@ bool MatchIf(const tensorflow::FunctionDef& fdef, IfShortcut* shortcut, NameAttr
   }
   std::map<std::string, int> arg_index;
   for (int i = 0; i < fdef.signature().input_arg_size(); ++i) arg_index[fdef.signature().input_arg(i).name()] = i;
-  for (int i = 0; i < node.input_size(); ++i) {
+  for (int i = 1; i < node.input_size(); ++i) {
     const auto found = arg_index.find(node.input(i));  // an argument is named bare; anything else is not one
     if (found == arg_index.end()) return false;
-    if (i == 0) {
-      shortcut->cond = found->second;
-    } else {
-      shortcut->args.push_back(found->second);
-    }
+    shortcut->args.push_back(found->second);
+  }
+  // The predicate: an argument (the callee is the `If` alone), or the heap read (the callee is the
+  // `If`, the read and the read's token).
+  const tensorflow::NodeDef* read = nullptr;
+  const auto cond_arg = arg_index.find(node.input(0));
+  if (cond_arg != arg_index.end()) {
+    if (fdef.node_def_size() != 1) return false;
+    shortcut->cond = cond_arg->second;
+  } else {
+    const std::string value_suffix = ":value:0";
+    const std::string& cond = node.input(0);
+    if (fdef.node_def_size() != 3 || !absl::EndsWith(cond, value_suffix)) return false;
+    read = NodeNamed(fdef, absl::string_view(cond).substr(0, cond.size() - value_suffix.size()));
+    if (read == nullptr || !MatchRead(fdef, *read, arg_index, shortcut)) return false;
+  }
+  for (const auto& control : fdef.control_ret()) {  // they run either way: the If, and the read
+    if (control.second != node.name() && (read == nullptr || control.second != read->name())) return false;
   }
   const std::string prefix = node.name() + ":output:";
   for (const auto& output : fdef.signature().output_arg()) {
     const auto ret = fdef.ret().find(output.name());
-    if (ret == fdef.ret().end() || !absl::StartsWith(ret->second, prefix)) return false;
+    if (ret == fdef.ret().end()) return false;
+    if (read != nullptr && ret->second == read->name() + ":value:0") {
+      shortcut->rets.push_back(IfShortcut::kPredicate);
+      continue;
+    }
+    if (!absl::StartsWith(ret->second, prefix)) return false;
     int index = 0;
     if (!absl::SimpleAtoi(absl::string_view(ret->second).substr(prefix.size()), &index) || index < 0) return false;
     shortcut->rets.push_back(index);
@@ -304,7 +379,7 @@ bool MatchIf(const tensorflow::FunctionDef& fdef, IfShortcut* shortcut, NameAttr
 
 class InvokeBase : public AsyncOpKernel {
  public:
-  explicit InvokeBase(OpKernelConstruction* ctx, bool shortcut_ifs) : AsyncOpKernel(ctx), shortcut_ifs_(shortcut_ifs) {
+  explicit InvokeBase(OpKernelConstruction* ctx) : AsyncOpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("f", &func_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("single_threaded", &single_threaded_));
     single_threaded_ = single_threaded_ && kSingleThreadedSupported;
@@ -361,20 +436,27 @@ class InvokeBase : public AsyncOpKernel {
       }
       done();
     };
-    if (shortcut != nullptr && shortcut->cond < static_cast<int>(args.size()) &&
-        args[shortcut->cond].dtype() == tensorflow::DT_BOOL && args[shortcut->cond].NumElements() == 1) {
-      handle = args[shortcut->cond].flat<bool>()(0) ? shortcut->then_handle : shortcut->else_handle;
+    bool predicate = false;
+    if (shortcut != nullptr && Predicate(*shortcut, args, &predicate)) {
+      handle = predicate ? shortcut->then_handle : shortcut->else_handle;
       std::vector<Tensor> branch_args;
       branch_args.reserve(shortcut->args.size());
       for (int i : shortcut->args) branch_args.push_back(args[i]);
       args = std::move(branch_args);
       auto* branch_rets = new std::vector<Tensor>;
-      finish = [rets, branch_rets, picks = shortcut->rets, finish = std::move(finish)](const tensorflow::Status& status) {
+      finish = [rets, branch_rets, predicate, picks = shortcut->rets,
+                finish = std::move(finish)](const tensorflow::Status& status) {
         std::unique_ptr<std::vector<Tensor>> owned(branch_rets);
         tensorflow::Status picked = status;
         if (picked.ok()) {
           rets->reserve(picks.size());
           for (int k : picks) {
+            if (k == IfShortcut::kPredicate) {
+              Tensor read(tensorflow::DT_BOOL, TensorShape({}));
+              read.scalar<bool>()() = predicate;
+              rets->push_back(std::move(read));
+              continue;
+            }
             if (k >= static_cast<int>(branch_rets->size())) {
               picked = tensorflow::errors::Internal("JanusInvoke: a branch returned ", branch_rets->size(), " values");
               break;
@@ -401,6 +483,25 @@ class InvokeBase : public AsyncOpKernel {
 
  private:
   using Key = std::pair<FunctionLibraryRuntime*, bool>;
+
+  // The shortcut's predicate for a call with `args`: the argument, or the node's attribute where
+  // its read is certain. False where the call must run the callee whole.
+  static bool Predicate(const IfShortcut& shortcut, const std::vector<Tensor>& args, bool* predicate) {
+    const int n = static_cast<int>(args.size());
+    auto scalar = [&](int i, tensorflow::DataType dtype) {
+      return i >= 0 && i < n && args[i].dtype() == dtype && args[i].NumElements() == 1;
+    };
+    if (shortcut.read == nullptr) {
+      if (!scalar(shortcut.cond, tensorflow::DT_BOOL)) return false;
+      *predicate = args[shortcut.cond].flat<bool>()(0);
+      return true;
+    }
+    if (!scalar(shortcut.read_store, tensorflow::DT_INT64) || !scalar(shortcut.read_object, tensorflow::DT_INT64)) {
+      return false;
+    }
+    return ReadBoolAttr(shortcut.read.get(), args[shortcut.read_store].flat<tensorflow::int64>()(0),
+                        args[shortcut.read_object].flat<tensorflow::int64>()(0), predicate);
+  }
 
   // The callee's handle in this function library runtime, under TF's single-threaded executor
   // where `*single_threaded` asks for it and that executor accepts the callee (else false on
@@ -434,7 +535,7 @@ class InvokeBase : public AsyncOpKernel {
       options.executor_type = kSingleThreaded;
       options.create_kernels_eagerly = true;  // the executor is built, so a refusal shows here
       tensorflow::Status made = lib->Instantiate(func_.name(), AttrSlice(&func_.attr()), options, handle);
-      std::unique_ptr<IfShortcut> found = made.ok() && shortcut_ifs_ ? FindShortcut(lib, options) : nullptr;
+      std::unique_ptr<IfShortcut> found = made.ok() ? FindShortcut(lib, options) : nullptr;
       tensorflow::mutex_lock lock(mu_);
       handles_[Key{lib, true}] = made.ok() ? *handle : tensorflow::kInvalidHandle;
       if (made.ok()) {
@@ -467,7 +568,6 @@ class InvokeBase : public AsyncOpKernel {
   }
 
   NameAttrList func_;
-  const bool shortcut_ifs_;  // JanusInvokeGrad's callees (backward functions) may take the shortcut
   std::map<FunctionLibraryRuntime*, std::unique_ptr<IfShortcut>> shortcuts_ TF_GUARDED_BY(mu_);  // single-threaded only
   bool single_threaded_ = true;  // the `single_threaded` attribute (janus.config.single_threaded_recursion)
   tensorflow::mutex mu_;
@@ -476,7 +576,7 @@ class InvokeBase : public AsyncOpKernel {
 
 class JanusInvokeOp : public InvokeBase {
  public:
-  explicit JanusInvokeOp(OpKernelConstruction* ctx) : InvokeBase(ctx, /*shortcut_ifs=*/false) {
+  explicit JanusInvokeOp(OpKernelConstruction* ctx) : InvokeBase(ctx) {
     DataTypeVector tout;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("Tout", &tout));
     num_outputs_ = static_cast<int>(tout.size());
@@ -523,7 +623,7 @@ class JanusInvokeOp : public InvokeBase {
 
 class JanusInvokeGradOp : public InvokeBase {
  public:
-  explicit JanusInvokeGradOp(OpKernelConstruction* ctx) : InvokeBase(ctx, /*shortcut_ifs=*/true) {
+  explicit JanusInvokeGradOp(OpKernelConstruction* ctx) : InvokeBase(ctx) {
     DataTypeVector tout;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("Tout", &tout));
     num_outputs_ = static_cast<int>(tout.size());

@@ -531,6 +531,87 @@ class HeapSetOp : public OpKernel {
   tensorflow::int64 expect_ = 0;
 };
 
+// The forward shortcut of janus_invoke.cc: a recursive function whose body begins by testing a bool
+// attribute of its node (`if node.is_leaf:`) has the invocation read that attribute and run the
+// branch itself, where the read is certain to give what JanusPyGetAttr would and to run none of the
+// program's code.
+struct BoolAttrRead {
+  std::string name;
+  long long expect = 0;
+  int expectation = 0;              // 1: a bool, never None; -1: anything else (the op reads); 0: not yet looked up
+  PyObject* name_object = nullptr;  // set once with the GIL held; held for the process's lifetime
+};
+
+BoolAttrRead* NewBoolAttrRead(const std::string& name, long long expect) {
+  auto* read = new BoolAttrRead;
+  read->name = name;
+  read->expect = expect;
+  return read;
+}
+
+void DeleteBoolAttrRead(BoolAttrRead* read) { delete read; }
+
+// What JanusPyGetAttr (dtype bool, a scalar, expectation `read->expect`) outputs for attribute
+// `read->name` of the object `pointer` of store `store_id`, in its C path's common case: the store
+// handed the object out, the call wrote nothing (the store's local copies are empty), and the value
+// is True or False. Only an attribute held in the instance's own dictionary is read (the class
+// neither defines the name nor customises attribute lookup), so the read runs no property, no
+// `__getattr__`, nothing of the program's. Returns false, having changed nothing, where the op
+// must read.
+bool ReadBoolAttr(BoolAttrRead* read, long long store_id, long long pointer, bool* value) {
+  if (read->expectation < 0 || pointer == 0 || read->name == "__len__") return false;
+  GilHold gil;
+  HeapModule& heap = Heap();
+  if (heap.stores == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  if (read->expectation == 0) {
+    PyObject* id = PyLong_FromLongLong(read->expect);
+    PyObject* expectation = id == nullptr ? nullptr : PyDict_GetItemWithError(heap.expectations, id);  // borrowed
+    Py_XDECREF(id);
+    PyObject* kind = expectation == nullptr ? nullptr : PyObject_GetAttrString(expectation, "kind");
+    PyObject* optional = expectation == nullptr ? nullptr : PyObject_GetAttrString(expectation, "optional");
+    const char* kind_text = kind == nullptr ? nullptr : PyUnicode_AsUTF8(kind);
+    const bool plain_bool = kind_text != nullptr && std::strcmp(kind_text, "bool") == 0 && optional == Py_False;
+    Py_XDECREF(kind);
+    Py_XDECREF(optional);
+    PyErr_Clear();
+    if (plain_bool) read->name_object = PyUnicode_InternFromString(read->name.c_str());
+    read->expectation = plain_bool && read->name_object != nullptr ? 1 : -1;
+    PyErr_Clear();
+    if (read->expectation < 0) return false;
+  }
+  PyObject* id = PyLong_FromLongLong(store_id);
+  PyObject* store = id == nullptr ? nullptr : PyDict_GetItemWithError(heap.stores, id);  // borrowed
+  Py_XDECREF(id);
+  PyObject* objects = store == nullptr ? nullptr : PyObject_GetAttr(store, heap.objects_name);
+  PyObject* local = store == nullptr ? nullptr : PyObject_GetAttr(store, heap.local_name);
+  PyObject* obj = nullptr;
+  if (objects != nullptr && local != nullptr && PyDict_Check(objects) && PyDict_CheckExact(local) &&
+      PyDict_GET_SIZE(local) == 0) {
+    PyObject* key = PyLong_FromLongLong(pointer);
+    obj = key == nullptr ? nullptr : PyDict_GetItemWithError(objects, key);  // borrowed
+    Py_XDECREF(key);
+  }
+  Py_XDECREF(local);
+  bool known = false;
+  if (obj != nullptr) {
+    Py_INCREF(obj);
+    PyTypeObject* type = Py_TYPE(obj);
+    if (type->tp_getattro == PyObject_GenericGetAttr && _PyType_Lookup(type, read->name_object) == nullptr) {
+      PyObject* attr = PyObject_GetAttr(obj, read->name_object);
+      known = attr == Py_True || attr == Py_False;
+      if (known) *value = attr == Py_True;
+      Py_XDECREF(attr);
+    }
+    Py_DECREF(obj);
+  }
+  Py_XDECREF(objects);
+  PyErr_Clear();
+  return known;
+}
+
 class PyGetAttrOp : public HeapGetOp {
  public:
   explicit PyGetAttrOp(OpKernelConstruction* ctx) : HeapGetOp(ctx, false) {}
