@@ -77,6 +77,12 @@ class GenerationContext:
         self.store_factory: pyheap.StoreFactory | None = None  # set when the graph uses the heap ops
         self._store_inputs: dict[object, tf.Tensor] = {}
         self._tokens: dict[tf.Graph, tf.Tensor] = {}
+        # Heap writes and recursive invocations in program order (per graph): an invocation reads the
+        # heap from its own graph function, off the token chain. A write waits for the invocations
+        # before it (their reads see the heap before it, as eager's do) and an invocation after a
+        # write waits for the heap ops before it (its reads see the write).
+        self._invokes_unordered: dict[tf.Graph, list[tf.Operation]] = {}
+        self._written: set[tf.Graph] = set()
         self.notes: list[str] = []  # decisions worth showing in explain()
         self.caught_tries: list[str] = []  # locations of `try`s with handlers, speculated not to raise
         self.region_depth = 0  # > 0 while tracing a cond branch or loop body
@@ -515,6 +521,23 @@ class GenerationContext:
         )
         return self._from_heap(value, spec, samples)
 
+    def heap_order_for_invoke(self) -> list[tf.Operation]:
+        """What an invocation made now in the current graph must wait for: its heap ops so far, where
+        one of them wrote (the invocation's reads must see the write)."""
+        graph = tf.compat.v1.get_default_graph()
+        token = self._tokens.get(graph)
+        return [token.op] if graph in self._written and token is not None else []
+
+    def note_invoke(self, op: tf.Operation) -> None:
+        """An invocation made in the current graph: the next heap write there waits for it."""
+        self._invokes_unordered.setdefault(tf.compat.v1.get_default_graph(), []).append(op)
+
+    def _heap_write(self, make: Callable[[tf.Tensor, tf.Tensor], tuple]) -> None:
+        graph = tf.compat.v1.get_default_graph()
+        with tf.control_dependencies(self._invokes_unordered.pop(graph, [])):
+            self._heap_op(make)
+        self._written.add(graph)
+
     def heap_set(self, target: object, key: object, value: object, loc: str) -> None:
         """``ref.attr = value`` / ``lst[i] = value`` through the store (replayed after success)."""
         if isinstance(value, PyObjectRef):
@@ -527,10 +550,12 @@ class GenerationContext:
             raise NotConvertible(f"storing a {type(value).__name__} into a run-time object", loc)
         expect = pyheap.expect(spec)
         if isinstance(target, PyObjectRef):
-            self._heap_op(lambda token, store: (heap_ops.set_attr(token, store, target.pointer, key, payload, expect),))
+            self._heap_write(
+                lambda token, store: (heap_ops.set_attr(token, store, target.pointer, key, payload, expect),)
+            )
             return
         pointer = self._pointer_input(target.source)
-        self._heap_op(lambda token, store: (heap_ops.set_item(token, store, pointer, key.tensor, payload, expect),))
+        self._heap_write(lambda token, store: (heap_ops.set_item(token, store, pointer, key.tensor, payload, expect),))
 
     def _pointer_input(self, source: Source) -> tf.Tensor:
         """The pointer of the object at ``source``, registered with this call's store in prepare()."""

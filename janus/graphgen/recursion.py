@@ -285,7 +285,7 @@ class RecursiveFunction:
     def invoke(self, inputs: list[tf.Tensor], ctx) -> tuple[list[tf.Tensor], tf.Operation]:
         graph = ops.get_default_graph()
         previous = ctx.last_invoke.get(graph) if not config.parallel_calls else None
-        deps = [previous] if previous is not None else []
+        deps = ([previous] if previous is not None else []) + ctx.heap_order_for_invoke()
         budget, depth = _budget(ctx, self.code)
         with tf.control_dependencies(deps):
             outputs, _frame = _ops().janus_invoke(
@@ -303,6 +303,7 @@ class RecursiveFunction:
             "_read_only_resource_inputs", attr_value_pb2.AttrValue(list=attr_value_pb2.AttrValue.ListValue(i=resources))
         )
         ctx.last_invoke[graph] = op
+        ctx.note_invoke(op)
         if self.forward is not None:
             recursion_grad.add_to_graphs(self.forward)
         return list(outputs), op
