@@ -196,6 +196,35 @@ HeapModule& Heap() {
   return heap;
 }
 
+// The object `pointer` that store `store_id` handed out, found only where the call has written
+// nothing to the heap (the store's local copies are empty): a new reference, with the store
+// (borrowed) in *store and its `objects` dictionary (a new reference) in *objects. Otherwise
+// nullptr, holding nothing, with the error cleared. Needs the GIL and `heap.stores`.
+PyObject* UnwrittenObject(const HeapModule& heap, long long store_id, long long pointer, PyObject** store,
+                          PyObject** objects) {
+  PyObject* id = PyLong_FromLongLong(store_id);
+  *store = id == nullptr ? nullptr : PyDict_GetItemWithError(heap.stores, id);  // borrowed
+  Py_XDECREF(id);
+  *objects = *store == nullptr ? nullptr : PyObject_GetAttr(*store, heap.objects_name);
+  PyObject* local = *store == nullptr ? nullptr : PyObject_GetAttr(*store, heap.local_name);
+  PyObject* obj = nullptr;
+  if (*objects != nullptr && local != nullptr && PyDict_Check(*objects) && PyDict_CheckExact(local) &&
+      PyDict_GET_SIZE(local) == 0) {
+    PyObject* key = PyLong_FromLongLong(pointer);
+    obj = key == nullptr ? nullptr : PyDict_GetItemWithError(*objects, key);  // borrowed
+    Py_XDECREF(key);
+  }
+  Py_XDECREF(local);
+  if (obj == nullptr) {
+    Py_XDECREF(*objects);
+    *objects = nullptr;
+    PyErr_Clear();
+    return nullptr;
+  }
+  Py_INCREF(obj);
+  return obj;
+}
+
 // Writes a Python scalar (bool, int, float: objects arrive as int pointers) into a new scalar output.
 tensorflow::Status ScalarOut(OpKernelContext* ctx, int index, PyObject* value, DataType dtype) {
   Tensor* out = nullptr;
@@ -381,29 +410,14 @@ class HeapGetOp : public OpKernel {
   // done nothing, where the Python path must run.
   bool FastAttr(OpKernelContext* ctx, long long store_id, long long pointer, tensorflow::Status* status) {
     HeapModule& heap = Heap();
-    if (heap.stores == nullptr || pointer == 0 || name_ == "__len__") {
+    if (heap.stores == nullptr || pointer == 0 || name_ == "__len__" || !LoadExpectation(heap.expectations)) {
       PyErr_Clear();
       return false;
     }
-    PyObject* id = PyLong_FromLongLong(store_id);
-    PyObject* store = id == nullptr ? nullptr : PyDict_GetItemWithError(heap.stores, id);  // borrowed
-    Py_XDECREF(id);
-    PyObject* objects = store == nullptr ? nullptr : PyObject_GetAttr(store, heap.objects_name);
-    PyObject* local = store == nullptr ? nullptr : PyObject_GetAttr(store, heap.local_name);
-    PyObject* obj = nullptr;
-    if (objects != nullptr && local != nullptr && PyDict_Check(objects) && PyDict_CheckExact(local) &&
-        PyDict_GET_SIZE(local) == 0 && LoadExpectation(heap.expectations)) {
-      PyObject* key = PyLong_FromLongLong(pointer);
-      obj = key == nullptr ? nullptr : PyDict_GetItemWithError(objects, key);  // borrowed
-      Py_XDECREF(key);
-    }
-    Py_XDECREF(local);
-    if (obj == nullptr) {
-      Py_XDECREF(objects);
-      PyErr_Clear();
-      return false;
-    }
-    Py_INCREF(obj);
+    PyObject* store = nullptr;
+    PyObject* objects = nullptr;
+    PyObject* obj = UnwrittenObject(heap, store_id, pointer, &store, &objects);
+    if (obj == nullptr) return false;
     PyObject* value = PyObject_GetAttr(obj, name_object_);
     Py_DECREF(obj);
     if (value == nullptr) {
@@ -582,22 +596,11 @@ bool ReadBoolAttr(BoolAttrRead* read, long long store_id, long long pointer, boo
     PyErr_Clear();
     if (read->expectation < 0) return false;
   }
-  PyObject* id = PyLong_FromLongLong(store_id);
-  PyObject* store = id == nullptr ? nullptr : PyDict_GetItemWithError(heap.stores, id);  // borrowed
-  Py_XDECREF(id);
-  PyObject* objects = store == nullptr ? nullptr : PyObject_GetAttr(store, heap.objects_name);
-  PyObject* local = store == nullptr ? nullptr : PyObject_GetAttr(store, heap.local_name);
-  PyObject* obj = nullptr;
-  if (objects != nullptr && local != nullptr && PyDict_Check(objects) && PyDict_CheckExact(local) &&
-      PyDict_GET_SIZE(local) == 0) {
-    PyObject* key = PyLong_FromLongLong(pointer);
-    obj = key == nullptr ? nullptr : PyDict_GetItemWithError(objects, key);  // borrowed
-    Py_XDECREF(key);
-  }
-  Py_XDECREF(local);
+  PyObject* store = nullptr;
+  PyObject* objects = nullptr;
+  PyObject* obj = UnwrittenObject(heap, store_id, pointer, &store, &objects);
   bool known = false;
   if (obj != nullptr) {
-    Py_INCREF(obj);
     PyTypeObject* type = Py_TYPE(obj);
     if (type->tp_getattro == PyObject_GenericGetAttr && _PyType_Lookup(type, read->name_object) == nullptr) {
       PyObject* attr = PyObject_GetAttr(obj, read->name_object);
