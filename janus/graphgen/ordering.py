@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import tensorflow as tf
+from tensorflow.python.framework import auto_control_deps
 
 from janus.graphgen import touches
 from janus.graphgen.errors import NotConvertible
@@ -192,8 +193,10 @@ def written_before_last_fallible(
     and the names of the ops after the first update that may raise.
 
     If such an op raises, the updates before it may have run: the runner keeps a snapshot of those
-    variables (usually BatchNormalization statistics and RNG state; an optimizer's updates come
-    last) and puts them back, so the call can be re-run eagerly. The ``ordered`` ops (assertions,
+    variables and puts them back, so the call can be re-run eagerly. An update that none of those
+    ops depends on (BatchNormalization's moving statistics before the loss's
+    ``SparseSoftmaxCrossEntropyWithLogits``) waits for them instead (``_wait_for_fallible``): it
+    has not run when one raises, and nothing is saved. The ``ordered`` ops (assertions,
     ``order_state_writes``) and the ops they depend on run before every update that is not their
     ancestor, wherever they were created: those ancestors are saved as unordered, and no other
     update runs before one of them fails.
@@ -203,12 +206,76 @@ def written_before_last_fallible(
     operations = graph.get_operations()
     fallible = [i for i in range(first_write, len(operations)) if may_raise(operations[i])]
     ordered = _with_ancestors(ordered)
-    last = max((i for i in fallible if operations[i] not in ordered), default=None)
+    unordered_fallible = [operations[i] for i in fallible if operations[i] not in ordered]
+    last = operations.index(unordered_fallible[-1]) if unordered_fallible else None
     updates = operations[first_write:last] if last is not None else []
     if last is not None and operations[last].type.startswith(_PARTIAL_UPDATES):
         updates.append(operations[last])  # it raises after updating some rows: they are put back too
-    resources = [t for op in updates if is_state_write(op) for t in op.inputs if outlives_call(t)]
+    updates = [op for op in updates if is_state_write(op)]
+    kept = [op for op in updates if op in ordered]  # saved as unordered already: left where they are
+    updates = kept + _wait_for_fallible(graph, [op for op in updates if op not in ordered], unordered_fallible)
+    resources = [t for op in updates for t in op.inputs if outlives_call(t)]
     return resources, {operations[i].name for i in fallible}
+
+
+def _wait_for_fallible(
+    graph: tf.Graph, updates: list[tf.Operation], fallible: list[tf.Operation]
+) -> list[tf.Operation]:
+    """Makes each of ``updates`` that none of ``fallible`` depends on wait for all of them; returns
+    the rest, which may run before one of them raises (the runner saves their variables).
+
+    Delaying an update changes no value: what reads its variable after it in program order waits
+    for it (TF's automatic control dependencies), and what read before it still runs first. No
+    cycle can form: a cycle would need a path from a delayed update to one of ``fallible`` without
+    the new edges, and such an update is not delayed (``_ancestors_in_finished_function``).
+    """
+    if not fallible or not updates or any(op.type in _NOT_DELAYED for op in graph.get_operations()):
+        return updates
+    ancestors = _ancestors_in_finished_function(graph, fallible)
+    delayed = [op for op in updates if op not in ancestors and not op.type.startswith("Horovod")]
+    if delayed:
+        with graph.as_default(), tf.control_dependencies(fallible):
+            barrier = tf.no_op(name="janus_fallible_done")
+        for op in delayed:
+            op._add_control_inputs([barrier])
+    return [op for op in updates if op in ancestors]
+
+
+# TF1 control flow, whose automatic dependencies are not modelled; a print, after which an op that
+# raises is not recoverable (``fallible_after_print``: the call is not re-run eagerly), so every
+# update before that op must have run, as in eager.
+_NOT_DELAYED = frozenset({"Merge", "PrintV2"})
+
+
+def _ancestors_in_finished_function(graph: tf.Graph, ops: list[tf.Operation]) -> set[tf.Operation]:
+    """``ops`` and every op they may depend on once the function is finished: through data and
+    control edges, and through the edges TF adds then (``auto_control_deps``), over-approximated:
+    each op that takes a resource (its inputs, and what TF's resolvers add: an ``Identity``'s input,
+    an iterator's dataset's resources) waits for every earlier op taking the same one, each stateful
+    op without one for every earlier such op, and a variable's read that feeds a ``GatherV2`` for
+    the gather's indices (``gathered_reads`` may merge the two)."""
+    operations = graph.get_operations()
+    previous: dict[object, tf.Operation] = {}  # a chain per resource tensor, and one (None) for the rest
+    extra: dict[tf.Operation, list[tf.Operation]] = {}
+    for op in operations:
+        resources = [t for t in op.inputs if t.dtype == tf.resource]
+        resources += [t for t, _ in auto_control_deps._get_resource_inputs(op)]  # noqa: SLF001
+        keys = {(t.op.name, t.value_index) for t in resources}
+        if op._is_stateful and not keys:
+            keys = {None}
+        extra[op] = [previous[key] for key in keys if key in previous]
+        for key in keys:
+            previous[key] = op
+        if op.type == "GatherV2" and op.inputs[0].op.type == "ReadVariableOp":
+            extra.setdefault(op.inputs[0].op, []).extend(t.op for t in op.inputs[1:])
+    found: set[tf.Operation] = set()
+    pending = list(ops)
+    while pending:
+        op = pending.pop()
+        if op not in found:
+            found.add(op)
+            pending += [t.op for t in op.inputs] + list(op.control_inputs) + extra.get(op, [])
+    return found
 
 
 # Updates that raise at a bad index after applying the rows before it (TensorFlow's CPU kernels of
