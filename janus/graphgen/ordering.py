@@ -268,14 +268,7 @@ def _ancestors_in_finished_function(graph: tf.Graph, ops: list[tf.Operation]) ->
             previous[key] = op
         if op.type == "GatherV2" and op.inputs[0].op.type == "ReadVariableOp":
             extra.setdefault(op.inputs[0].op, []).extend(t.op for t in op.inputs[1:])
-    found: set[tf.Operation] = set()
-    pending = list(ops)
-    while pending:
-        op = pending.pop()
-        if op not in found:
-            found.add(op)
-            pending += [t.op for t in op.inputs] + list(op.control_inputs) + extra.get(op, [])
-    return found
+    return _with_ancestors(ops, extra)
 
 
 # Updates that raise at a bad index after applying the rows before it (TensorFlow's CPU kernels of
@@ -296,13 +289,15 @@ def fallible_after_print(graph: tf.Graph) -> set[str]:
     return {op.name for op in operations[first + 1 :] if may_raise(op)}
 
 
-def _with_ancestors(ops: list[tf.Operation]) -> set[tf.Operation]:
-    """``ops`` and every op they depend on, through data and control edges."""
+def _with_ancestors(
+    ops: list[tf.Operation], extra: dict[tf.Operation, list[tf.Operation]] | None = None
+) -> set[tf.Operation]:
+    """``ops`` and every op they depend on, through data and control edges (and ``extra``'s)."""
     found: set[tf.Operation] = set()
     pending = list(ops)
     while pending:
         op = pending.pop()
         if op not in found:
             found.add(op)
-            pending += [t.op for t in op.inputs] + list(op.control_inputs)
+            pending += [t.op for t in op.inputs] + list(op.control_inputs) + (extra.get(op, []) if extra else [])
     return found
