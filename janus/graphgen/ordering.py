@@ -238,7 +238,7 @@ def _wait_for_fallible(
             barrier = tf.no_op(name="janus_fallible_done")
         for op in delayed:
             op._add_control_inputs([barrier])
-    return [op for op in updates if op in ancestors]
+    return [op for op in updates if op not in delayed]  # a collective stays where it is, as before
 
 
 # TF1 control flow, whose automatic dependencies are not modelled; a print, after which an op that
