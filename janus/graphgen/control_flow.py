@@ -119,6 +119,7 @@ def flatten(value: object, tensors: list) -> object:
         tensors.append(value.pointer)
         return _Leaf("pointer", _PointerKind(value.cls, value.optional, value.argument, value.samples))
     if isinstance(value, tf.TensorArray):  # the user's own: `ta = ta.write(i, h)`, as tf.while_loop carries it
+        tensor_arrays.check_made_in_graph(value, "")
         tensors.append(value.flow)
         return _Leaf("tensor_array", _ArrayKind(value.dtype, value))
     if is_symbolic(value) or isinstance(value, EagerTensor):

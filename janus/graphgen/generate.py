@@ -487,6 +487,8 @@ class _Flattener:
             raise NotConvertible(f"returns an unsupported tensor type {type(value).__name__}", loc)
         if isinstance(value, (TensorList, BatchList)):
             raise NotConvertible("returns a list whose length is only known at run time", loc)
+        if isinstance(value, tf.TensorArray) and is_symbolic(value.flow):  # eager's holds its elements in Python
+            raise NotConvertible("returns or stores a tf.TensorArray made by the graph", loc)
         if isinstance(value, HeapList):
             return ("const", value.real)  # the same list object eager returns (writes are committed to it)
         if isinstance(value, PyObjectRef):

@@ -10,6 +10,7 @@ eager and graphs agree.
 from __future__ import annotations
 
 import tensorflow as tf
+from tensorflow.python.framework.ops import EagerTensor
 
 from janus.graphgen.errors import NotConvertible
 
@@ -34,11 +35,21 @@ def clears(array: tf.TensorArray) -> bool:
 
 
 def check_call(method: object, loc: str) -> None:
-    """Refuses ``read`` of an array whose reads clear in eager."""
+    """Refuses ``read`` of an array whose reads clear in eager, and any use of an array made outside
+    the graph (eager's holds its elements in Python: a graph can neither read nor extend it)."""
     array = getattr(method, "__self__", None)
+    if isinstance(array, tf.TensorArray):
+        check_made_in_graph(array, loc)
     if isinstance(array, tf.TensorArray) and getattr(method, "__name__", "") == "read" and clears(array):
         raise NotConvertible(
             "TensorArray.read() clears the element in eager (clear_after_read=True, the default), not in a "
             "graph: create it with clear_after_read=False",
             loc,
         )
+
+
+def check_made_in_graph(array: tf.TensorArray, loc: str) -> None:
+    """Refuses an array made outside the graph: eager's holds its elements in Python, where a graph
+    can neither read nor extend them."""
+    if isinstance(array.flow, EagerTensor):
+        raise NotConvertible("uses a tf.TensorArray made outside the graph, which holds its elements in Python", loc)
