@@ -18,7 +18,6 @@ import dataclasses
 import functools
 import inspect
 import logging
-import re
 import threading
 import time
 import types
@@ -35,11 +34,12 @@ from janus.diagnostics import dump, logs
 from janus.executor import depth
 from janus.executor.cache import GraphCache
 from janus.executor.cost import CostProbe
+from janus.executor.recovery import recoverable
 from janus.executor.runner import AssumptionFailed, GraphRunner
 from janus.executor.stats import Stats
 from janus.graphgen import later
 from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConvertible, RaisesHere, StrictModeError
-from janus.graphgen.generate import GeneratedGraph, generate
+from janus.graphgen.generate import generate
 from janus.graphgen.interpreter import is_convertible_entry
 from janus.graphgen.recursion import RECURSION_DEPTH
 from janus.graphgen.source import location
@@ -183,7 +183,7 @@ class JitFunction:
                 return self._after_assertion_failure(runner, failed.assumption_id, bound, args, kwargs)
             except tf.errors.OpError as err:
                 stats.count("calls")
-                if runner.graph.state_writes and not _failed_before_writes(err, runner.graph):
+                if not recoverable(err, runner.graph):
                     self._after_error_past_writes(err)
                     raise  # TF state may already be updated: re-running would apply it twice
                 return self._after_graph_error(err, bound, args, kwargs, runner.graph.caught_tries)
@@ -665,22 +665,6 @@ def _progress(name: str, every: float = 5.0):
 
 
 _OVER_BUDGET = "another graph would not pay back its build time (config.build_budget)"
-# The node that raised, ``{{node X}}``; where it ran in a function a JanusInvoke called, the
-# graph's own node on its way out is named ``[[X]]`` only.
-_FAILED_NODE = re.compile(r"\{\{node ([^}]+)\}\}|\[\[([^\[\]{}]+)\]\]")
-# A node TF names inside the function it ran in (a branch run as a function, not lowered).
-_FAILED_IN_FUNCTION = re.compile(r"\{\{function_node ([^}]+)\}\}\{\{node [^}]+\}\}")
-
-
-def _failed_before_writes(err: tf.errors.OpError, graph: GeneratedGraph) -> bool:
-    """Whether the op that raised comes before every TF state update of the graph: then no update
-    has run (each waits for every earlier op), and the call can be re-run eagerly."""
-    message = str(err)
-    for name in (a or b for a, b in _FAILED_NODE.findall(message)):
-        parts = name.split("/")  # a node in a loop body or branch: "while/Op" is inside the op "while"
-        if any("/".join(parts[:n]) in graph.ops_before_writes for n in range(1, len(parts) + 1)):
-            return True
-    return any(f in graph.functions_before_writes for f in _FAILED_IN_FUNCTION.findall(message))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,6 +15,7 @@ from tensorflow.python.eager import context, record
 from tensorflow.python.eager.context import FunctionCallOptions
 
 from janus.executor import interrupts
+from janus.executor.recovery import recoverable
 from janus.graphgen.generate import GeneratedGraph
 from janus.ops import failed_assumption_id
 
@@ -80,14 +81,15 @@ class GraphRunner:
         except tf.errors.OpError as err:
             if self._stores is not None:
                 self._stores.finish(commit=False)
-            for variable, value in zip(self._snapshot, saved):  # undo the updates that ran before the error
-                variable.assign(value)
-            for rows in reversed(self._row_saves):  # the last scatter's rows first
-                rows.restore()
             assumption = failed_assumption_id(err)
+            if assumption is not None or recoverable(err, self.graph):  # the call is re-run eagerly
+                for variable, value in zip(self._snapshot, saved):  # undo the updates that ran before the error
+                    variable.assign(value)
+                for rows in reversed(self._row_saves):  # the last scatter's rows first
+                    rows.restore()
             if assumption is not None:  # a loop's earlier iterations may have updated variables
                 raise AssumptionFailed(assumption) from None
-            raise
+            raise  # past updates eager made too (before a tf.print that ran): they stay, as in eager
         if self._stores is not None:  # every assumption held: the run-time objects' writes first
             self._stores.finish(commit=True)
         result, values = self._unpack(outputs, args)

@@ -32,7 +32,7 @@ from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConverti
 from janus.graphgen.formatted import Formatted
 from janus.graphgen.heap import MISSING, HeapList, HeapLog, PyObjectRef, Write
 from janus.graphgen.numpy_values import NumpyArray
-from janus.graphgen.ordering import order_state_writes
+from janus.graphgen.ordering import fallible_after_print, order_after_printed, order_prints, order_state_writes
 from janus.graphgen.pynumber import OptionalNumber, PyNumber
 from janus.graphgen.source import location
 from janus.graphgen.static_values import static_value
@@ -853,7 +853,10 @@ class GenerationContext:
             self.touches.count_region(
                 tf.compat.v1.get_default_graph(), self.region_depth, self.building[-1] if self.building else None
             )
-            order_state_writes(tf.compat.v1.get_default_graph(), inner)
+            region = tf.compat.v1.get_default_graph()
+            order_state_writes(region, inner)
+            order_prints(region)
+            order_after_printed(region, fallible_after_print(region), inner)
         finally:
             self.assert_ops = outer
             self.region_depth -= 1

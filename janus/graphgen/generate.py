@@ -46,6 +46,8 @@ from janus.graphgen.ordering import (
     fallible_after_print,
     is_state_write,
     keep_fallible,
+    order_after_printed,
+    order_prints,
     order_state_writes,
     order_writes_after_earlier_ops,
     unordered_resources,
@@ -216,6 +218,7 @@ def generate(
         exact_rewrites.hoist_scalar_ops_over_tilings(graph)
         keep_fallible(graph, outputs)
         unordered.extend(unordered_resources(order_state_writes(graph, ctx.assert_ops)))
+        order_prints(graph)
         first_write = order_writes_after_earlier_ops(graph)
         if first_write is not None:
             before_writes.update(op.name for op in graph.get_operations()[:first_write])
@@ -225,6 +228,7 @@ def generate(
         fallible |= {save.gather for save in saves}  # they raise where their scatter would
         snapshot_resources.extend(resources)
         printed = fallible_after_print(graph)
+        order_after_printed(graph, printed, ctx.assert_ops)
         if printed and ctx.caught_tries:
             raise NotConvertible(
                 "a `try` with a handler in a graph where a tf.print runs before an op that may raise (the "

@@ -10,7 +10,7 @@ from tensorflow.python.framework import auto_control_deps
 
 from janus.graphgen import touches
 from janus.graphgen.errors import NotConvertible
-from janus.graphgen.fallible import may_raise
+from janus.graphgen.fallible import called_graphs, may_raise
 from janus.ops.assert_op import CHECK_OPS
 
 # Stateful ops that only read state: they may run before an assumption is checked.
@@ -44,7 +44,7 @@ def is_state_write(op: tf.Operation) -> bool:
         return True  # a rank whose assertion fails must not have joined a collective yet
     if op.type in STATE_READS or not op._is_stateful or _call_local(op) or touches.is_touch_op(op):
         return False
-    return op.type == "PrintV2" or any(outlives_call(t) for t in op.inputs)
+    return any(outlives_call(t) for t in op.inputs) or _prints(op)
 
 
 def outlives_call(tensor: tf.Tensor) -> bool:
@@ -85,6 +85,8 @@ def order_state_writes(graph: tf.Graph, assert_ops: list[tf.Operation]) -> list[
     for op in graph.get_operations():
         if is_state_write(op):
             if op in ancestors:  # it runs first: what it updates is saved and put back on a failure
+                if is_control_flow(op) and not any(outlives_call(t) for t in op.inputs):
+                    continue  # a branch or loop that may print (a known gap: a failure after it prints twice)
                 if not any(outlives_call(t) for t in op.inputs):  # a print, a collective: nothing to put back
                     raise NotConvertible(f"an assumption depends on the state update {op.type}")
                 unordered.append(op)
@@ -120,6 +122,18 @@ def _earlier_users(graph: tf.Graph) -> Callable[[tf.Operation], list[tf.Operatio
         return [u for key in keys for u in users.get(key, ()) if position[u] < here]
 
     return earlier
+
+
+def order_prints(graph: tf.Graph) -> None:
+    """Makes each op that prints (a ``tf.print``, or control flow that may run one) wait for the one
+    before it in the program: TF chains only prints outside control flow, and a branch that reads a
+    variable printed before a print above it."""
+    previous = None
+    for op in graph.get_operations():
+        if _prints(op):
+            if previous is not None and previous not in op.control_inputs:
+                op._add_control_inputs([previous])
+            previous = op
 
 
 def order_writes_after_earlier_ops(graph: tf.Graph) -> int | None:
@@ -209,8 +223,10 @@ def written_before_last_fallible(
     unordered_fallible = [operations[i] for i in fallible if operations[i] not in ordered]
     last = operations.index(unordered_fallible[-1]) if unordered_fallible else None
     updates = operations[first_write:last] if last is not None else []
-    if last is not None and operations[last].type.startswith(_PARTIAL_UPDATES):
-        updates.append(operations[last])  # it raises after updating some rows: they are put back too
+    if last is not None and (
+        operations[last].type.startswith(_PARTIAL_UPDATES) or is_control_flow(operations[last])
+    ):  # it may raise after updating some rows, or in a later turn of a loop: they are put back too
+        updates.append(operations[last])
     updates = [op for op in updates if is_state_write(op)]
     kept = [op for op in updates if op in ordered]  # saved as unordered already: left where they are
     updates = kept + _wait_for_fallible(graph, [op for op in updates if op not in ordered], unordered_fallible)
@@ -232,19 +248,63 @@ def _wait_for_fallible(
     if not fallible or not updates or any(op.type in _NOT_DELAYED for op in graph.get_operations()):
         return updates
     ancestors = _ancestors_in_finished_function(graph, fallible)
+    if any(op.type != "PrintV2" or op in ancestors for op in graph.get_operations() if _prints(op)):
+        return updates  # a print that cannot wait (in a branch or loop, or read by one of them): as eager ran
     delayed = [op for op in updates if op not in ancestors and not op.type.startswith("Horovod")]
     if delayed:
         with graph.as_default(), tf.control_dependencies(fallible):
             barrier = tf.no_op(name="janus_fallible_done")
         for op in delayed:
             op._add_control_inputs([barrier])
+            op._janus_delayed = True
     return [op for op in updates if op not in delayed]  # a collective stays where it is, as before
 
 
-# TF1 control flow, whose automatic dependencies are not modelled; a print, after which an op that
-# raises is not recoverable (``fallible_after_print``: the call is not re-run eagerly), so every
-# update before that op must have run, as in eager.
-_NOT_DELAYED = frozenset({"Merge", "PrintV2"})
+def _delayed(op: tf.Operation) -> bool:
+    """Whether ``op`` waits for every op after the first update that may raise (``_wait_for_fallible``)."""
+    return getattr(op, "_janus_delayed", False)
+
+
+# TF1 control flow, whose automatic dependencies are not modelled.
+_NOT_DELAYED = frozenset({"Merge"})
+_INVOCATIONS = frozenset({"JanusInvoke", "JanusInvokeGrad"})
+
+
+def _prints(op: tf.Operation) -> bool:
+    """Whether ``op`` is a ``tf.print`` or control flow (or a function call) that may run one."""
+    if op.type == "PrintV2":
+        return True
+    if op.type in _INVOCATIONS:  # a recursive function's own prints are not ordered (a known gap)
+        return False
+    known = getattr(op, "_janus_prints", None)
+    if known is None:
+        bodies = called_graphs(op)
+        known = bodies is None or any(_prints(inner) for body in bodies for inner in body.get_operations())
+        op._janus_prints = known
+    return known
+
+
+def order_after_printed(graph: tf.Graph, printed: set[str], ordered: list[tf.Operation] = ()) -> None:
+    """Makes each op of ``printed`` (``fallible_after_print``) wait for every state update and print
+    before it in the program, except the ``ordered`` ops (assertions, and what they read), which
+    every update waits for instead (``order_state_writes``). Such an op's error is not recoverable:
+    when it raises, TF state and the printed text are then eager's, with nothing to put back."""
+    if not printed:
+        return
+    ordered = _with_ancestors(ordered)
+    pending: list[tf.Operation] = []
+    barrier: tf.Operation | None = None
+    for op in graph.get_operations():
+        if op.name in printed and op not in ordered:
+            if pending:
+                inputs = pending + ([barrier] if barrier is not None else [])
+                with graph.as_default(), tf.control_dependencies(inputs):
+                    barrier = tf.no_op(name="janus_printed_order")
+                pending = []
+            if barrier is not None and barrier not in op.control_inputs:
+                op._add_control_inputs([barrier])
+        if is_state_write(op):
+            pending.append(op)
 
 
 def _ancestors_in_finished_function(graph: tf.Graph, ops: list[tf.Operation]) -> set[tf.Operation]:
@@ -278,15 +338,18 @@ _PARTIAL_UPDATES = ("ResourceScatter", "ResourceSparseApply")
 
 
 def fallible_after_print(graph: tf.Graph) -> set[str]:
-    """The names of the ops created after the graph's first ``tf.print`` that may raise.
+    """The names of the ops created after the graph's first ``tf.print`` (or control flow that may
+    run one) that may raise, where that print does not wait for them (``_wait_for_fallible``
+    delays prints none of them depends on).
 
     The print may have run when one of them raises: re-running the call eagerly would print its
     text a second time, so such an error is not recoverable."""
     operations = graph.get_operations()
-    first = next((i for i, op in enumerate(operations) if op.type == "PrintV2"), None)
+    first = next((i for i, op in enumerate(operations) if not _delayed(op) and _prints(op)), None)
     if first is None:
         return set()
-    return {op.name for op in operations[first + 1 :] if may_raise(op)}
+    after = operations[first + (operations[first].type == "PrintV2") :]  # a branch or loop may print, then raise
+    return {op.name for op in after if may_raise(op)}
 
 
 def _with_ancestors(

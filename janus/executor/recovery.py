@@ -1,0 +1,30 @@
+"""Whether a graph's TF error leaves the call re-runnable eagerly (eager then decides), or past
+updates that cannot be undone (the error reaches the user, and TF state stays as the graph left it)."""
+
+from __future__ import annotations
+
+import re
+
+import tensorflow as tf
+
+from janus.graphgen.generate import GeneratedGraph
+
+# The node that raised, ``{{node X}}``; where it ran in a function a JanusInvoke called, the
+# graph's own node on its way out is named ``[[X]]`` only.
+_FAILED_NODE = re.compile(r"\{\{node ([^}]+)\}\}|\[\[([^\[\]{}]+)\]\]")
+# A node TF names inside the function it ran in (a branch run as a function, not lowered).
+_FAILED_IN_FUNCTION = re.compile(r"\{\{function_node ([^}]+)\}\}\{\{node [^}]+\}\}")
+
+
+def recoverable(err: tf.errors.OpError, graph: GeneratedGraph) -> bool:
+    """Whether the call can be re-run eagerly after ``err``: the graph updates no TF state, or the
+    op that raised comes before every update it cannot put back (each such update waits for every
+    earlier op; the saved variables and rows are put back first, ``GraphRunner``)."""
+    if not graph.state_writes:
+        return True
+    message = str(err)
+    for name in (a or b for a, b in _FAILED_NODE.findall(message)):
+        parts = name.split("/")  # a node in a loop body or branch: "while/Op" is inside the op "while"
+        if any("/".join(parts[:n]) in graph.ops_before_writes for n in range(1, len(parts) + 1)):
+            return True
+    return any(f in graph.functions_before_writes for f in _FAILED_IN_FUNCTION.findall(message))
