@@ -44,7 +44,7 @@ def is_state_write(op: tf.Operation) -> bool:
         return True  # a rank whose assertion fails must not have joined a collective yet
     if op.type in STATE_READS or not op._is_stateful or _call_local(op) or touches.is_touch_op(op):
         return False
-    return any(outlives_call(t) for t in op.inputs) or _prints(op)
+    return op.type == "PrintV2" or any(outlives_call(t) for t in op.inputs)
 
 
 def outlives_call(tensor: tf.Tensor) -> bool:
@@ -85,8 +85,6 @@ def order_state_writes(graph: tf.Graph, assert_ops: list[tf.Operation]) -> list[
     for op in graph.get_operations():
         if is_state_write(op):
             if op in ancestors:  # it runs first: what it updates is saved and put back on a failure
-                if is_control_flow(op) and not any(outlives_call(t) for t in op.inputs):
-                    continue  # a branch or loop that may print (a known gap: a failure after it prints twice)
                 if not any(outlives_call(t) for t in op.inputs):  # a print, a collective: nothing to put back
                     raise NotConvertible(f"an assumption depends on the state update {op.type}")
                 unordered.append(op)
@@ -103,23 +101,31 @@ def unordered_resources(ops: list[tf.Operation]) -> list[tf.Tensor]:
 
 
 def _earlier_users(graph: tf.Graph) -> Callable[[tf.Operation], list[tf.Operation]]:
-    """The stateful ops created before ``op`` on a resource it uses: TF's automatic control
-    dependencies, added when the function is finished, will make ``op`` wait for them."""
+    """The stateful ops created before ``op`` on a resource it uses, and the stateful op without
+    one before ``op`` if it has none (a print, an assertion): TF's automatic control dependencies,
+    added when the function is finished, will make ``op`` wait for them."""
     operations = graph.get_operations()
     position = {op: i for i, op in enumerate(operations)}
     users: dict[tuple, list[tf.Operation]] = {}
+    previous_unkeyed: dict[tf.Operation, tf.Operation] = {}
+    last_unkeyed = None
     for op in operations:
         if op._is_stateful:
             for t in op.inputs:
                 if t.dtype == tf.resource:
                     users.setdefault((t.op.name, t.value_index), []).append(op)
+        if _chained_without_resource(op):
+            if last_unkeyed is not None:
+                previous_unkeyed[op] = last_unkeyed
+            last_unkeyed = op
 
     def earlier(op: tf.Operation) -> list[tf.Operation]:
         if not op._is_stateful or op not in position:
             return []
         here = position[op]
         keys = {(t.op.name, t.value_index) for t in op.inputs if t.dtype == tf.resource}
-        return [u for key in keys for u in users.get(key, ()) if position[u] < here]
+        found = [u for key in keys for u in users.get(key, ()) if position[u] < here]
+        return found + ([previous_unkeyed[op]] if op in previous_unkeyed else [])
 
     return earlier
 
@@ -127,13 +133,28 @@ def _earlier_users(graph: tf.Graph) -> Callable[[tf.Operation], list[tf.Operatio
 def order_prints(graph: tf.Graph) -> None:
     """Makes each op that prints (a ``tf.print``, or control flow that may run one) wait for the one
     before it in the program: TF chains only prints outside control flow, and a branch that reads a
-    variable printed before a print above it."""
+    variable printed before a print above it. Not where the earlier one already waits for the later
+    (a print waits for every assertion, and a branch may hold one)."""
     previous = None
     for op in graph.get_operations():
         if _prints(op):
-            if previous is not None and previous not in op.control_inputs:
+            if (
+                previous is not None
+                and previous not in op.control_inputs
+                and op not in _ancestors_in_finished_function(graph, [previous])
+            ):
                 op._add_control_inputs([previous])
             previous = op
+
+
+def _chained_without_resource(op: tf.Operation) -> bool:
+    """Whether TF's automatic control dependencies chain ``op`` after the stateful op without a
+    resource before it (``AutomaticControlDependencies``: "stateful ops with no inputs are ordered")."""
+    return (
+        auto_control_deps.op_is_stateful(op)
+        and not any(True for _ in auto_control_deps._get_resource_inputs(op))  # noqa: SLF001
+        and op._control_flow_context is None
+    )
 
 
 def order_writes_after_earlier_ops(graph: tf.Graph) -> int | None:
@@ -156,14 +177,19 @@ def order_writes_after_earlier_ops(graph: tf.Graph) -> int | None:
             continue
         if first_write is None:
             first_write = index
-        if pending:
-            inputs = pending + ([barrier] if barrier is not None else [])
-            with graph.as_default(), tf.control_dependencies(inputs):
-                barrier = tf.no_op(name="janus_program_order")
-            pending = []
-        if barrier is not None and barrier not in op.control_inputs:
-            op._add_control_inputs([barrier])
+        barrier = _wait_for(op, pending, barrier, "janus_program_order")
+        pending = []
     return first_write
+
+
+def _wait_for(op: tf.Operation, pending: list, barrier: tf.Operation | None, name: str) -> tf.Operation | None:
+    """Makes ``op`` wait for ``pending`` and the last ``barrier``; returns the barrier now last."""
+    if pending:
+        with op.graph.as_default(), tf.control_dependencies(pending + ([barrier] if barrier is not None else [])):
+            barrier = tf.no_op(name=name)
+    if barrier is not None and barrier not in op.control_inputs:
+        op._add_control_inputs([barrier])
+    return barrier
 
 
 def keep_fallible(graph: tf.Graph, outputs: list[tf.Tensor]) -> None:
@@ -296,13 +322,8 @@ def order_after_printed(graph: tf.Graph, printed: set[str], ordered: list[tf.Ope
     barrier: tf.Operation | None = None
     for op in graph.get_operations():
         if op.name in printed and op not in ordered:
-            if pending:
-                inputs = pending + ([barrier] if barrier is not None else [])
-                with graph.as_default(), tf.control_dependencies(inputs):
-                    barrier = tf.no_op(name="janus_printed_order")
-                pending = []
-            if barrier is not None and barrier not in op.control_inputs:
-                op._add_control_inputs([barrier])
+            barrier = _wait_for(op, pending, barrier, "janus_printed_order")
+            pending = []
         if is_state_write(op):
             pending.append(op)
 
@@ -338,18 +359,18 @@ _PARTIAL_UPDATES = ("ResourceScatter", "ResourceSparseApply")
 
 
 def fallible_after_print(graph: tf.Graph) -> set[str]:
-    """The names of the ops created after the graph's first ``tf.print`` (or control flow that may
-    run one) that may raise, where that print does not wait for them (``_wait_for_fallible``
-    delays prints none of them depends on).
+    """The names of the ops created after the graph's first ``tf.print`` that may raise, where that
+    print does not wait for them (``_wait_for_fallible`` delays prints none of them depends on).
+    A print in a branch or loop is not counted (a known gap: an error after it re-runs the call,
+    which prints its text again; not re-running it would lose the call's Python effects).
 
     The print may have run when one of them raises: re-running the call eagerly would print its
     text a second time, so such an error is not recoverable."""
     operations = graph.get_operations()
-    first = next((i for i, op in enumerate(operations) if not _delayed(op) and _prints(op)), None)
+    first = next((i for i, op in enumerate(operations) if op.type == "PrintV2" and not _delayed(op)), None)
     if first is None:
         return set()
-    after = operations[first + (operations[first].type == "PrintV2") :]  # a branch or loop may print, then raise
-    return {op.name for op in after if may_raise(op)}
+    return {op.name for op in operations[first + 1 :] if may_raise(op)}
 
 
 def _with_ancestors(
