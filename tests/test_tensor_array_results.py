@@ -44,7 +44,8 @@ def test_a_stored_tensor_array_is_eagers():
 
         return step, lambda: holder.ta.stack() if holder.ta is not None else None
 
-    run_differential(make, [(tf.constant(n), tf.constant(1.0)) for n in SIZES], min_graph_calls=0)
+    jitted = run_differential(make, [(tf.constant(n), tf.constant(1.0)) for n in SIZES], min_graph_calls=0)
+    assert "tf.TensorArray made by the graph" in janus.explain(jitted)
 
 
 def test_a_read_after_a_split_loop_gives_eagers_answers():
@@ -53,12 +54,16 @@ def test_a_read_after_a_split_loop_gives_eagers_answers():
 
     def make():
         def step(n, k):
-            return doubled(n).read(k)
+            ta = tf.TensorArray(tf.float32, size=n)
+            for i in tf.range(n):
+                ta = ta.write(i, tf.cast(i, tf.float32) * 2.0)
+            return ta.read(k)
 
         return step, lambda: None
 
     calls = [(3, 1), (4, 2), (3, 0), (5, 4), (3, 1), (3, 7), (4, 1), (3, 2), (4, 3)]
-    run_differential(make, [(tf.constant(n), tf.constant(k)) for n, k in calls], min_graph_calls=0)
+    jitted = run_differential(make, [(tf.constant(n), tf.constant(k)) for n, k in calls], min_graph_calls=0)
+    assert janus.stats(jitted)["split_calls"] > 0  # the split whose segment graph handed its array over
 
 
 @pytest.mark.parametrize("k_bad", [7, -1])
@@ -75,12 +80,13 @@ def test_a_read_that_does_not_clear_is_served_by_a_graph(k_bad):
 
 
 def test_an_array_made_outside_the_graph_is_refused_with_its_reason():
+    made = [tf.TensorArray(tf.float32, size=n).unstack(tf.range(n, dtype=tf.float32)) for n in SIZES]
+
     def make():
-        def fill(ta, n):
-            for i in tf.range(n):
-                ta = ta.write(i, tf.cast(i, tf.float32))
-            return ta.stack()
+        def total(ta, scale):
+            return tf.reduce_sum(ta.stack()) * scale
 
-        return (lambda n: fill(tf.TensorArray(tf.float32, size=n), n)), lambda: None
+        return total, lambda: None
 
-    run_differential(make, [(tf.constant(n),) for n in SIZES], min_graph_calls=0)
+    jitted = run_differential(make, [(ta, tf.constant(2.0)) for ta in made], min_graph_calls=0)
+    assert "tf.TensorArray made outside the graph" in janus.explain(jitted)
