@@ -60,6 +60,23 @@ from janus.profiler.observe import is_plain_namedtuple
 from janus.profiler.profile import Profile
 
 
+def _check_effects_kept(ctx: GenerationContext, graph: tf.Graph, unrecoverable: set[str]) -> None:
+    """Refuses a graph whose deferred Python effects an error could drop.
+
+    The call's Python effects (heap writes, deferred calls such as ``print``) are made after its
+    graph succeeds, from values the graph computed. An error the call cannot be re-run eagerly
+    after (``recovery.recoverable``: an op that may raise after a ``tf.print`` that could not wait
+    for it, or after an update janus cannot put back) reaches the user without them, where eager
+    had made those before the op that raised."""
+    if ctx.heap.writes and unrecoverable:
+        op = next(op for op in graph.get_operations() if op.name in unrecoverable)
+        raise NotConvertible(
+            f"{ctx.heap.writes[0].describe()} would be lost if the op {op.name} ({op.type}) raised: it may raise "
+            "after a tf.print or a TF state update that janus cannot undo, so the call could not be re-run",
+            ctx.heap.writes[0].location,
+        )
+
+
 def _functions_only_run_by(graph: tf.Graph, names: set[str]) -> frozenset[str]:
     """The functions the ops ``names`` of ``graph`` run (their func attributes, and the functions
     nested in those) that no other op of ``graph`` runs: an error inside one came from those ops."""
@@ -184,6 +201,7 @@ def generate(
     write_templates: list = []
     before_writes: set[str] = set()  # ops created before the first TF state update
     fallible_after_writes: set[str] = set()  # ops after it that may raise
+    printed_before: set[str] = set()  # ops that may raise after a tf.print that cannot wait for them
     snapshot_resources: list[tf.Tensor] = []  # resources updated before an op that may raise
     unordered: list[tf.Tensor] = []  # resources an update may have changed when an assertion fails
     tail: list[tf.Tensor] = []  # resources updated after a statement that runs later (later.py)
@@ -236,6 +254,7 @@ def generate(
                 ctx.caught_tries[0],
             )
         fallible_after_writes.update(fallible - printed)
+        printed_before.update(printed)
         ctx.code.returns(outputs)
         return outputs
 
@@ -287,6 +306,7 @@ def generate(
             ) from None
         snapshot, recoverable, updated_first = (), set(before_writes), ()
         saved_rows.clear()  # an error past the updates is not recoverable: nothing is put back
+    _check_effects_kept(ctx, concrete.graph, (fallible_after_writes | printed_before) - recoverable)
     return GeneratedGraph(
         concrete=concrete,
         function_name=concrete._inference_function.name.decode()
