@@ -34,7 +34,7 @@ from janus.diagnostics import dump, logs
 from janus.executor import depth
 from janus.executor.cache import GraphCache
 from janus.executor.cost import CostProbe
-from janus.executor.recovery import recoverable
+from janus.executor.recovery import exact, recoverable
 from janus.executor.runner import AssumptionFailed, GraphRunner
 from janus.executor.stats import Stats
 from janus.graphgen import later
@@ -184,7 +184,8 @@ class JitFunction:
             except tf.errors.OpError as err:
                 stats.count("calls")
                 if not recoverable(err, runner.graph):
-                    self._after_error_past_writes(err)
+                    if not exact(err, runner.graph):
+                        self._after_error_past_writes(err)
                     raise  # TF state may already be updated: re-running would apply it twice
                 return self._after_graph_error(err, bound, args, kwargs, runner.graph.caught_tries)
             if runner.warm:

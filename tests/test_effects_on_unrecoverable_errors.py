@@ -10,7 +10,7 @@ their graphs.
 """
 
 import tensorflow as tf
-from differential import run_differential
+from differential import assert_same, outcome, run_differential
 
 import janus
 
@@ -110,4 +110,57 @@ def test_without_python_effects_the_graph_serves():
         return step, lambda: (t.w, steps)
 
     jitted = run_differential(make, LABELS[:6], min_graph_calls=3)
+    assert "would be lost" not in janus.explain(jitted)
+
+
+class Record:
+    """A new object each call, as a step's result holder: janus sets its attributes at run time."""
+
+    loss = None
+
+
+def test_an_attribute_of_an_object_passed_in_set_before_a_print_and_an_assert():
+    """The attribute is set through the call's store, not a logged write: it was lost too."""
+
+    def step(w, rec, label):
+        loss = tf.reduce_sum(w * tf.cast(label, tf.float32))
+        rec.loss = loss
+        w.assign_sub(0.1 * w)
+        tf.print("w", w)
+        tf.debugging.assert_less(label, 3)
+        return loss
+
+    jitted = janus.jit(step)
+    runs = {fn: (tf.Variable([0.5, -0.25, 1.0]), []) for fn in (step, jitted)}
+    for n, (label,) in enumerate(LABELS):
+        outcomes = []
+        for fn, (w, records) in runs.items():
+            records.append(Record())
+            outcomes.append(outcome(fn, (w, records[-1], label))[:2])
+        assert outcomes[0][0] == outcomes[1][0], f"call {n}: {outcomes}"
+        (w_eager, eager_records), (w_jit, jit_records) = runs.values()
+        assert_same(w_eager, w_jit, f"call {n} w")
+        assert_same([r.loss for r in eager_records], [r.loss for r in jit_records], f"call {n} records")
+    _refused_for_effects(jitted)
+
+
+def test_a_vocabulary_lookup_with_a_python_counter_keeps_its_graph():
+    """A table's lookup only reads it: an error after it is re-run, so the counter is kept."""
+
+    def make():
+        t = Trainer()
+        vocab = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(tf.constant([10, 20, 30]), tf.constant([0, 1, 2])), default_value=9
+        )
+
+        def step(word):
+            t.steps += 1
+            index = vocab.lookup(word)
+            t.w.assign_sub(0.1 * t.w)
+            return tf.gather(t.w, index)
+
+        return step, t.state
+
+    words = [(tf.constant(w),) for w in (10, 20, 30, 20, 10, 30, 40, 20, 10, 30)]
+    jitted = run_differential(make, words, min_graph_calls=5)
     assert "would be lost" not in janus.explain(jitted)

@@ -22,9 +22,23 @@ def recoverable(err: tf.errors.OpError, graph: GeneratedGraph) -> bool:
     earlier op; the saved variables and rows are put back first, ``GraphRunner``)."""
     if not graph.state_writes:
         return True
+    return _raised_in(err, graph.ops_before_writes, graph.functions_before_writes)
+
+
+def exact(err: tf.errors.OpError, graph: GeneratedGraph) -> bool:
+    """Whether ``err``, not recoverable, came from an op that ran after every TF state update and
+    print before it and before every one after it (``ordering.order_after_printed``), in a graph
+    without Python effects: TF state and printed text are eager's, so the error is the call's
+    outcome and the graph keeps serving."""
+    return _raised_in(err, graph.exact_errors, graph.exact_error_functions)
+
+
+def _raised_in(err: tf.errors.OpError, ops: frozenset[str], functions: frozenset[str]) -> bool:
+    """Whether the node that raised ``err`` is one of ``ops`` (or inside one), or ran in a function
+    only those ops run."""
     message = str(err)
     for name in (a or b for a, b in _FAILED_NODE.findall(message)):
         parts = name.split("/")  # a node in a loop body or branch: "while/Op" is inside the op "while"
-        if any("/".join(parts[:n]) in graph.ops_before_writes for n in range(1, len(parts) + 1)):
+        if any("/".join(parts[:n]) in ops for n in range(1, len(parts) + 1)):
             return True
-    return any(f in graph.functions_before_writes for f in _FAILED_IN_FUNCTION.findall(message))
+    return any(f in functions for f in _FAILED_IN_FUNCTION.findall(message))

@@ -32,7 +32,7 @@ from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConverti
 from janus.graphgen.formatted import Formatted
 from janus.graphgen.heap import MISSING, HeapList, HeapLog, PyObjectRef, Write
 from janus.graphgen.numpy_values import NumpyArray
-from janus.graphgen.ordering import fallible_after_print, order_after_printed, order_prints, order_state_writes
+from janus.graphgen.ordering import order_prints, order_region, order_state_writes
 from janus.graphgen.pynumber import OptionalNumber, PyNumber
 from janus.graphgen.source import location
 from janus.graphgen.static_values import static_value
@@ -83,6 +83,8 @@ class GenerationContext:
         # write waits for the heap ops before it (its reads see the write).
         self._invokes_unordered: dict[tf.Graph, list[tf.Operation]] = {}
         self._written: set[tf.Graph] = set()
+        # what the graph sets on run-time objects (an attribute, an item) and where: made after it succeeds
+        self.store_writes: list[tuple[str, str]] = []
         self.notes: list[str] = []  # decisions worth showing in explain()
         self.caught_tries: list[str] = []  # locations of `try`s with handlers, speculated not to raise
         self.region_depth = 0  # > 0 while tracing a cond branch or loop body
@@ -549,6 +551,8 @@ class GenerationContext:
         else:
             raise NotConvertible(f"storing a {type(value).__name__} into a run-time object", loc)
         expect = pyheap.expect(spec)
+        what = "attribute" if isinstance(target, PyObjectRef) else "item"
+        self.store_writes.append((f"{what} {key} of a run-time object is set ({loc})", loc))
         if isinstance(target, PyObjectRef):
             self._heap_write(
                 lambda token, store: (heap_ops.set_attr(token, store, target.pointer, key, payload, expect),)
@@ -856,7 +860,7 @@ class GenerationContext:
             region = tf.compat.v1.get_default_graph()
             order_state_writes(region, inner)
             order_prints(region)
-            order_after_printed(region, fallible_after_print(region), inner)
+            order_region(region, inner)
         finally:
             self.assert_ops = outer
             self.region_depth -= 1

@@ -68,12 +68,14 @@ def _check_effects_kept(ctx: GenerationContext, graph: tf.Graph, unrecoverable: 
     after (``recovery.recoverable``: an op that may raise after a ``tf.print`` that could not wait
     for it, or after an update janus cannot put back) reaches the user without them, where eager
     had made those before the op that raised."""
-    if ctx.heap.writes and unrecoverable:
+    effects = [(w.describe(), w.location) for w in ctx.heap.writes] + ctx.store_writes
+    if effects and unrecoverable:
         op = next(op for op in graph.get_operations() if op.name in unrecoverable)
+        what, where = effects[0]
         raise NotConvertible(
-            f"{ctx.heap.writes[0].describe()} would be lost if the op {op.name} ({op.type}) raised: it may raise "
-            "after a tf.print or a TF state update that janus cannot undo, so the call could not be re-run",
-            ctx.heap.writes[0].location,
+            f"{what} would be lost if the op {op.name} ({op.type}) raised: it may raise after a "
+            "tf.print or a TF state update that janus cannot undo, so the call could not be re-run",
+            where,
         )
 
 
@@ -163,6 +165,10 @@ class GeneratedGraph:
     inputs: tuple[str, ...] = ()  # what each flat input of the graph is fed from (prepare()'s list), for dumps
     # variables an update may have changed when an assertion fails (the runner puts them back)
     updated_before_assumptions: tuple[str, ...] = ()
+    # ops whose error is not re-run but leaves eager's TF state and printed text (``order_after_printed``;
+    # the graph then has no Python effects): raised as they are, and the graph keeps serving
+    exact_errors: frozenset[str] = frozenset()
+    exact_error_functions: frozenset[str] = frozenset()
 
     def signature(self) -> tuple:
         """What makes two builds the same speculation: their assumptions, guards and interface."""
@@ -202,6 +208,7 @@ def generate(
     before_writes: set[str] = set()  # ops created before the first TF state update
     fallible_after_writes: set[str] = set()  # ops after it that may raise
     printed_before: set[str] = set()  # ops that may raise after a tf.print that cannot wait for them
+    exact_errors: set[str] = set()  # those of them whose error leaves eager's TF state and text
     snapshot_resources: list[tf.Tensor] = []  # resources updated before an op that may raise
     unordered: list[tf.Tensor] = []  # resources an update may have changed when an assertion fails
     tail: list[tf.Tensor] = []  # resources updated after a statement that runs later (later.py)
@@ -246,7 +253,7 @@ def generate(
         fallible |= {save.gather for save in saves}  # they raise where their scatter would
         snapshot_resources.extend(resources)
         printed = fallible_after_print(graph)
-        order_after_printed(graph, printed, ctx.assert_ops)
+        exact_errors.update(order_after_printed(graph, printed, ctx.assert_ops))
         if printed and ctx.caught_tries:
             raise NotConvertible(
                 "a `try` with a handler in a graph where a tf.print runs before an op that may raise (the "
@@ -325,6 +332,8 @@ def generate(
         state_writes=writes,
         ops_before_writes=frozenset(recoverable),
         functions_before_writes=_functions_only_run_by(concrete.graph, recoverable),
+        exact_errors=frozenset(exact_errors),
+        exact_error_functions=_functions_only_run_by(concrete.graph, exact_errors),
         snapshot=snapshot,
         row_saves=tuple(saved_rows),
         later_snapshot=later_snapshot,

@@ -18,8 +18,16 @@ STATE_READS = frozenset(
     {
         "ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VariableShape", "VarIsInitializedOp",
         "JanusInvoke", "JanusInvokeGrad",  # recursive functions only read variables (recursion.py refuses writes)
+        "LookupTableFindV2", "LookupTableSizeV2", "LookupTableExportV2",  # a lookup table's reads
     }
 ) | CHECK_OPS  # fmt: skip
+# janus's checks must run, but TF's automatic control dependencies must not chain them after the
+# stateful op without a resource before them (a print, a branch that prints) as they chain such ops:
+# every update and print waits for every check instead (``order_state_writes``), and a chained
+# check made that impossible (a cycle), or left a branch that printed before a failed assumption.
+auto_control_deps.MUST_RUN_ORDER_INSENSITIVE_STATEFUL_OPS = (
+    auto_control_deps.MUST_RUN_ORDER_INSENSITIVE_STATEFUL_OPS | CHECK_OPS
+)
 # Control flow whose branches hold assertions is itself an assertion: its inner writes already wait for them.
 _CONTROL_FLOW = frozenset({"If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase"})
 
@@ -39,12 +47,13 @@ def is_control_flow(op: tf.Operation) -> bool:
 
 
 def is_state_write(op: tf.Operation) -> bool:
-    """TF state updates, prints, and Horovod collectives: what must wait for every assertion."""
+    """TF state updates, prints (and control flow that may run one), and Horovod collectives: what
+    must wait for every assertion."""
     if op.type.startswith("Horovod"):
         return True  # a rank whose assertion fails must not have joined a collective yet
     if op.type in STATE_READS or not op._is_stateful or _call_local(op) or touches.is_touch_op(op):
         return False
-    return op.type == "PrintV2" or any(outlives_call(t) for t in op.inputs)
+    return any(outlives_call(t) for t in op.inputs) or _prints(op)
 
 
 def outlives_call(tensor: tf.Tensor) -> bool:
@@ -74,7 +83,8 @@ def order_state_writes(graph: tf.Graph, assert_ops: list[tf.Operation]) -> list[
         return []
     earlier_users = _earlier_users(graph)
     ancestors: set[tf.Operation] = set()
-    pending = list(assert_ops)
+    holding = {a: _control_flow_of(a) for a in assert_ops}  # a branch's or loop's output stands for it
+    pending = list(holding.values())
     while pending:
         op = pending.pop()
         for parent in [t.op for t in op.inputs] + list(op.control_inputs) + earlier_users(op):
@@ -89,10 +99,19 @@ def order_state_writes(graph: tf.Graph, assert_ops: list[tf.Operation]) -> list[
                     raise NotConvertible(f"an assumption depends on the state update {op.type}")
                 unordered.append(op)
                 continue
-            if op in assert_ops and op.type in _CONTROL_FLOW:
+            if op in holding.values() and op.type in _CONTROL_FLOW:
                 unordered.append(op)  # a loop's later iteration; a branch's loop
-            op._add_control_inputs([a for a in assert_ops if a is not op and a not in op.control_inputs])
+            op._add_control_inputs([a for a, held in holding.items() if held is not op and a not in op.control_inputs])
     return unordered
+
+
+def _control_flow_of(op: tf.Operation) -> tf.Operation:
+    """The ``If`` or ``While`` whose output ``op`` passes on (``tf.cond`` returns an ``Identity``
+    of each), else ``op``: a branch that holds assertions and prints is not refused as an update
+    its own assertion depends on."""
+    if op.type == "Identity" and op.inputs and is_control_flow(op.inputs[0].op):
+        return op.inputs[0].op
+    return op
 
 
 def unordered_resources(ops: list[tf.Operation]) -> list[tf.Tensor]:
@@ -151,10 +170,15 @@ def _chained_without_resource(op: tf.Operation) -> bool:
     """Whether TF's automatic control dependencies chain ``op`` after the stateful op without a
     resource before it (``AutomaticControlDependencies``: "stateful ops with no inputs are ordered")."""
     return (
-        auto_control_deps.op_is_stateful(op)
+        _ordered_by_tf(op)
         and not any(True for _ in auto_control_deps._get_resource_inputs(op))  # noqa: SLF001
         and op._control_flow_context is None
     )
+
+
+def _ordered_by_tf(op: tf.Operation) -> bool:
+    """Whether TF's automatic control dependencies order ``op`` among the stateful ops."""
+    return auto_control_deps.op_is_stateful(op) and op.type not in CHECK_OPS
 
 
 def order_writes_after_earlier_ops(graph: tf.Graph) -> int | None:
@@ -274,8 +298,8 @@ def _wait_for_fallible(
     if not fallible or not updates or any(op.type in _NOT_DELAYED for op in graph.get_operations()):
         return updates
     ancestors = _ancestors_in_finished_function(graph, fallible)
-    if any(op.type != "PrintV2" or op in ancestors for op in graph.get_operations() if _prints(op)):
-        return updates  # a print that cannot wait (in a branch or loop, or read by one of them): as eager ran
+    if any(op in ancestors for op in graph.get_operations() if _prints(op)):
+        return updates  # a print that cannot wait (one of them reads it, or runs in it): as eager ran
     delayed = [op for op in updates if op not in ancestors and not op.type.startswith("Horovod")]
     if delayed:
         with graph.as_default(), tf.control_dependencies(fallible):
@@ -310,22 +334,26 @@ def _prints(op: tf.Operation) -> bool:
     return known
 
 
-def order_after_printed(graph: tf.Graph, printed: set[str], ordered: list[tf.Operation] = ()) -> None:
+def order_after_printed(graph: tf.Graph, printed: set[str], ordered: list[tf.Operation] = ()) -> set[str]:
     """Makes each op of ``printed`` (``fallible_after_print``) wait for every state update and print
     before it in the program, except the ``ordered`` ops (assertions, and what they read), which
     every update waits for instead (``order_state_writes``). Such an op's error is not recoverable:
-    when it raises, TF state and the printed text are then eager's, with nothing to put back."""
+    when it raises, TF state and the printed text are then eager's, with nothing to put back.
+    Returns the names of the ops it ordered."""
     if not printed:
-        return
+        return set()
     ordered = _with_ancestors(ordered)
     pending: list[tf.Operation] = []
     barrier: tf.Operation | None = None
+    done = set()
     for op in graph.get_operations():
         if op.name in printed and op not in ordered:
             barrier = _wait_for(op, pending, barrier, "janus_printed_order")
             pending = []
+            done.add(op.name)
         if is_state_write(op):
             pending.append(op)
+    return done
 
 
 def _ancestors_in_finished_function(graph: tf.Graph, ops: list[tf.Operation]) -> set[tf.Operation]:
@@ -342,7 +370,7 @@ def _ancestors_in_finished_function(graph: tf.Graph, ops: list[tf.Operation]) ->
         resources = [t for t in op.inputs if t.dtype == tf.resource]
         resources += [t for t, _ in auto_control_deps._get_resource_inputs(op)]  # noqa: SLF001
         keys = {(t.op.name, t.value_index) for t in resources}
-        if op._is_stateful and not keys:
+        if _ordered_by_tf(op) and not keys:
             keys = {None}
         extra[op] = [previous[key] for key in keys if key in previous]
         for key in keys:
@@ -367,10 +395,39 @@ def fallible_after_print(graph: tf.Graph) -> set[str]:
     The print may have run when one of them raises: re-running the call eagerly would print its
     text a second time, so such an error is not recoverable."""
     operations = graph.get_operations()
-    first = next((i for i, op in enumerate(operations) if op.type == "PrintV2" and not _delayed(op)), None)
-    if first is None:
-        return set()
-    return {op.name for op in operations[first + 1 :] if may_raise(op)}
+    first = next((i for i, op in enumerate(operations) if _prints(op) and not _delayed(op)), len(operations))
+    after = {op.name for op in operations[first + 1 :] if may_raise(op)}
+    return after | {op.name for op in operations if _prints_then_may_raise(op)}
+
+
+def _prints_then_may_raise(op: tf.Operation) -> bool:
+    """Whether control flow ``op`` may raise after it printed: a loop whose body prints and may
+    raise (a later turn's error comes after an earlier turn's text), or a branch with an op that
+    may raise after a print of its own. In a region that prints, every print waits for the ops
+    before it that may raise (``order_region``): an error before a print leaves no text."""
+    if not is_control_flow(op) or not _prints(op):
+        return False
+    if op.type in ("While", "StatelessWhile"):
+        return may_raise(op)
+    for body in called_graphs(op) or ():
+        printed = False
+        for inner in body.get_operations():
+            if (printed and may_raise(inner)) or _prints_then_may_raise(inner):
+                return True
+            printed = printed or _prints(inner)
+    return False
+
+
+def order_region(region: tf.Graph, assert_ops: list[tf.Operation]) -> None:
+    """Orders a branch's or loop body's ops as eager runs them, where it prints: each update and
+    print waits for every op before it that may raise, and each op that may raise for every update
+    and print before it. An error after one of its prints is not re-run (``fallible_after_print``),
+    so the text and the TF state it leaves must be eager's; the ``assert_ops`` are ordered
+    before every update instead (``order_state_writes``)."""
+    if not any(_prints(op) for op in region.get_operations()):
+        return
+    order_writes_after_earlier_ops(region)
+    order_after_printed(region, {op.name for op in region.get_operations() if may_raise(op)}, assert_ops)
 
 
 def _with_ancestors(
