@@ -210,3 +210,22 @@ def test_a_branch_whose_result_feeds_a_gather_that_raises(capfd):
     calls = [(tf.constant(i),) for i in (0, 1, 0, 1, 0, 1, 0, 2, 1, 0, 2, 1)]
     jitted = _differential_stderr(_make(body), calls, capfd, min_graph_calls=3)
     assert janus.stats(jitted)["graph_calls"] >= 6 and "imperatively" not in janus.explain(jitted)
+
+
+class Scale:
+    def __init__(self, value):
+        self.value = value
+
+
+def test_an_object_attribute_whose_type_changes_after_a_print(capfd):
+    """Reading an attribute of an object passed in checks its type while the graph runs: the print
+    (and the update) before it waits for that check, so the failed assumption re-runs the call
+    before anything printed."""
+
+    def body(c, scale):
+        c.v.assign_add(1.0)
+        tf.print("A", c.v)
+        return c.v.read_value() * scale.value
+
+    calls = [(Scale(s),) for s in (1.5, 2.5, 0.5, 1.0, 2.0, 3.0, 4, 1.0, 2.5)]
+    _differential_stderr(_make(body), calls, capfd, min_graph_calls=3)

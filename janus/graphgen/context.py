@@ -495,6 +495,7 @@ class GenerationContext:
         (value,) = self._heap_op(
             lambda token, store: heap_ops.get_item(token, store, pointer, index.tensor, expect, dtype, shape)
         )
+        self._checked_read(value.op)
         return self._from_heap(value, spec, samples)
 
     def heap_len(self, ref: PyObjectRef, loc: str) -> PyNumber:
@@ -505,6 +506,7 @@ class GenerationContext:
         (value,) = self._heap_op(
             lambda token, store: heap_ops.get_attr(token, store, ref.pointer, "__len__", expect, tf.int64, ())
         )
+        self._checked_read(value.op)
         return PyNumber(value, int)
 
     def heap_get_attr(self, ref: PyObjectRef, attr: str, loc: str) -> object:
@@ -521,6 +523,7 @@ class GenerationContext:
         (value,) = self._heap_op(
             lambda token, store: heap_ops.get_attr(token, store, ref.pointer, attr, expect, dtype, shape)
         )
+        self._checked_read(value.op)
         return self._from_heap(value, spec, samples)
 
     def heap_order_for_invoke(self) -> list[tf.Operation]:
@@ -533,6 +536,13 @@ class GenerationContext:
     def note_invoke(self, op: tf.Operation) -> None:
         """An invocation made in the current graph: the next heap write there waits for it."""
         self._invokes_unordered.setdefault(tf.compat.v1.get_default_graph(), []).append(op)
+
+    def _checked_read(self, read: tf.Operation) -> None:
+        """A heap read fails its type assumption at run time: outside a recursive function's body
+        (whose outputs wait for its assertions, a cost at every node), it is one of the graph's
+        assertions, which every update and print waits for (``order_state_writes``)."""
+        if not self.building:
+            self.assert_ops.append(read)
 
     def _heap_write(self, make: Callable[[tf.Tensor, tf.Tensor], tuple]) -> None:
         graph = tf.compat.v1.get_default_graph()

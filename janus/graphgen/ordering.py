@@ -21,12 +21,16 @@ STATE_READS = frozenset(
         "LookupTableFindV2", "LookupTableSizeV2", "LookupTableExportV2",  # a lookup table's reads
     }
 ) | CHECK_OPS  # fmt: skip
+# Reads of run-time Python objects: each checks the value's type (an assumption), and the token
+# they pass on orders them among janus's heap ops.
+HEAP_READS = frozenset({"JanusPyGetAttr", "JanusPyGetSubscr"})
 # janus's checks must run, but TF's automatic control dependencies must not chain them after the
 # stateful op without a resource before them (a print, a branch that prints) as they chain such ops:
 # every update and print waits for every check instead (``order_state_writes``), and a chained
 # check made that impossible (a cycle), or left a branch that printed before a failed assumption.
+_UNCHAINED = CHECK_OPS | HEAP_READS
 auto_control_deps.MUST_RUN_ORDER_INSENSITIVE_STATEFUL_OPS = (
-    auto_control_deps.MUST_RUN_ORDER_INSENSITIVE_STATEFUL_OPS | CHECK_OPS
+    auto_control_deps.MUST_RUN_ORDER_INSENSITIVE_STATEFUL_OPS | _UNCHAINED
 )
 # Control flow whose branches hold assertions is itself an assertion: its inner writes already wait for them.
 _CONTROL_FLOW = frozenset({"If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase"})
@@ -178,7 +182,7 @@ def _chained_without_resource(op: tf.Operation) -> bool:
 
 def _ordered_by_tf(op: tf.Operation) -> bool:
     """Whether TF's automatic control dependencies order ``op`` among the stateful ops."""
-    return auto_control_deps.op_is_stateful(op) and op.type not in CHECK_OPS
+    return auto_control_deps.op_is_stateful(op) and op.type not in _UNCHAINED
 
 
 def order_writes_after_earlier_ops(graph: tf.Graph) -> int | None:
