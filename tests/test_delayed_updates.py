@@ -186,3 +186,50 @@ def test_an_update_before_a_print_an_assert_waits_on_stays_applied(capfd):
     capfd.readouterr()
     run_differential(_printed(PrintedThenGathered.step_checked), calls, min_graph_calls=3)
     _each_printed_twice(capfd, len(calls))
+
+
+class Accumulated:
+    def __init__(self):
+        self.total = tf.Variable(0.0)
+        self.steps = tf.Variable(0.0)
+        self.table = tf.Variable([1.0, 2.0, 3.0])
+
+    def state(self):
+        return self.total, self.steps, self.table
+
+
+LOOP_CALLS = [(tf.constant(n), tf.constant(i)) for n, i in ((2, 0), (3, 0), (2, 1), (2, 0), (3, 1), (1, 2), (3, 0))]
+
+
+def test_an_update_after_a_loop_that_raises_in_a_later_turn():
+    """The loop updates and may raise in a later turn: the update after it waits for it (it ran
+    anyway, so the eager re-run applied it a second time)."""
+
+    def make():
+        a = Accumulated()
+
+        def step(n, i):
+            for k in tf.range(n):
+                a.total.assign_add(tf.gather(a.table, i + k))
+            a.steps.assign_add(1.0)
+            return a.steps.read_value()
+
+        return step, a.state
+
+    run_differential(make, LOOP_CALLS, min_graph_calls=3)
+
+
+def test_an_update_after_a_scatter_at_a_bad_index():
+    def make():
+        a = Accumulated()
+
+        def step(n, i):
+            a.table.scatter_nd_update([[i + n - 2]], [tf.cast(n, tf.float32)])
+            a.steps.assign_add(1.0)
+            return a.steps.read_value()
+
+        return step, a.state
+
+    run_differential(
+        make, LOOP_CALLS + [(tf.constant(5), tf.constant(0)), (tf.constant(2), tf.constant(1))], min_graph_calls=3
+    )

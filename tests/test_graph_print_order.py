@@ -8,6 +8,7 @@ after it waits for every update and print before it, so its error leaves eager's
 and is not re-run. Each test compares the process's stderr (where a graph print writes) call by call.
 """
 
+import pytest
 import tensorflow as tf
 from differential import assert_same, assert_served, outcome
 
@@ -228,4 +229,42 @@ def test_an_object_attribute_whose_type_changes_after_a_print(capfd):
         return c.v.read_value() * scale.value
 
     calls = [(Scale(s),) for s in (1.5, 2.5, 0.5, 1.0, 2.0, 3.0, 4, 1.0, 2.5)]
+    _differential_stderr(_make(body), calls, capfd, min_graph_calls=3)
+
+
+def test_an_update_then_a_printing_loop_with_an_unseen_branch_then_a_gather(capfd):
+    """The loop holds a speculation's assertion and prints: no update may be delayed past the
+    gather, which waits for the updates before it (that was a cycle, and the call was lost)."""
+
+    def body(c, n, i):
+        c.v.assign_add(1.0)
+        for k in tf.range(n):
+            tf.print("k", k)
+            if k > 5:
+                c.w.assign_add(2.0)
+            else:
+                c.w.assign_add(1.0)
+        return tf.gather(c.table, i)
+
+    calls = [(tf.constant(n), tf.constant(i)) for n, i in ((2, 0), (3, 1), (3, 0), (2, 1), (3, 2), (2, 4), (3, 1))]
+    _differential_stderr(_make(body), calls, capfd, min_graph_calls=3)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap: a loop that prints, then fails a speculation in a later turn, re-runs the call "
+    "eagerly, which prints the earlier turns' text again (the graph's text would have to be held back "
+    "until the call succeeds)",
+)
+def test_a_printing_loop_whose_later_turn_fails_a_speculation(capfd):
+    def body(c, n):
+        for k in tf.range(n):
+            tf.print("k", k)
+            if k > 5:
+                c.w.assign_add(2.0)
+            else:
+                c.w.assign_add(1.0)
+        return c.w.read_value()
+
+    calls = [(tf.constant(n),) for n in (2, 3, 3, 2, 3, 8, 2)]
     _differential_stderr(_make(body), calls, capfd, min_graph_calls=3)

@@ -12,6 +12,8 @@ from janus.graphgen.generate import GeneratedGraph
 # The node that raised, ``{{node X}}``; where it ran in a function a JanusInvoke called, the
 # graph's own node on its way out is named ``[[X]]`` only.
 _FAILED_NODE = re.compile(r"\{\{node ([^}]+)\}\}|\[\[([^\[\]{}]+)\]\]")
+# The graph could not be instantiated: none of its ops ran.
+_NOT_RUN = re.compile(r"\d+ nodes in a cycle")
 # A node TF names inside the function it ran in (a branch run as a function, not lowered).
 _FAILED_IN_FUNCTION = re.compile(r"\{\{function_node ([^}]+)\}\}\{\{node [^}]+\}\}")
 
@@ -20,7 +22,7 @@ def recoverable(err: tf.errors.OpError, graph: GeneratedGraph) -> bool:
     """Whether the call can be re-run eagerly after ``err``: the graph updates no TF state, or the
     op that raised comes before every update it cannot put back (each such update waits for every
     earlier op; the saved variables and rows are put back first, ``GraphRunner``)."""
-    if not graph.state_writes:
+    if not graph.state_writes or _NOT_RUN.search(str(err)):
         return True
     return _raised_in(err, graph.ops_before_writes, graph.functions_before_writes)
 

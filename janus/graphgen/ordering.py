@@ -206,7 +206,8 @@ def order_writes_after_earlier_ops(graph: tf.Graph) -> int | None:
         if first_write is None:
             first_write = index
         barrier = _wait_for(op, pending, barrier, "janus_program_order")
-        pending = []
+        # an update that may raise (a scatter at a bad index, a loop in a later turn): those after it wait too
+        pending = [op] if may_raise(op) and (is_control_flow(op) or op.type.startswith(_PARTIAL_UPDATES)) else []
     return first_write
 
 
@@ -283,13 +284,15 @@ def written_before_last_fallible(
         updates.append(operations[last])
     updates = [op for op in updates if is_state_write(op)]
     kept = [op for op in updates if op in ordered]  # saved as unordered already: left where they are
-    updates = kept + _wait_for_fallible(graph, [op for op in updates if op not in ordered], unordered_fallible)
+    updates = kept + _wait_for_fallible(
+        graph, [op for op in updates if op not in ordered], unordered_fallible, {op.name for op in ordered}
+    )
     resources = [t for op in updates for t in op.inputs if outlives_call(t)]
     return resources, {operations[i].name for i in fallible}
 
 
 def _wait_for_fallible(
-    graph: tf.Graph, updates: list[tf.Operation], fallible: list[tf.Operation]
+    graph: tf.Graph, updates: list[tf.Operation], fallible: list[tf.Operation], ordered: set[str]
 ) -> list[tf.Operation]:
     """Makes each of ``updates`` that none of ``fallible`` depends on wait for all of them; returns
     the rest, which may run before one of them raises (the runner saves their variables).
@@ -297,7 +300,10 @@ def _wait_for_fallible(
     Delaying an update changes no value: what reads its variable after it in program order waits
     for it (TF's automatic control dependencies), and what read before it still runs first. No
     cycle can form: a cycle would need a path from a delayed update to one of ``fallible`` without
-    the new edges, and such an update is not delayed (``_ancestors_in_finished_function``).
+    the new edges, and such an update is not delayed (``_ancestors_in_finished_function``). Nothing
+    is delayed where an op that may raise would still come after a print that is not delayed: it
+    waits for every update before it (``order_after_printed``), a delayed one included. The
+    ``ordered`` ops (assertions, and what they read) wait for nothing of the kind.
     """
     if not fallible or not updates or any(op.type in _NOT_DELAYED for op in graph.get_operations()):
         return updates
@@ -305,6 +311,8 @@ def _wait_for_fallible(
     if any(op in ancestors for op in graph.get_operations() if _prints(op)):
         return updates  # a print that cannot wait (one of them reads it, or runs in it): as eager ran
     delayed = [op for op in updates if op not in ancestors and not op.type.startswith("Horovod")]
+    if _printed_after(graph, set(delayed)) - ordered:
+        return updates  # an op that may raise after a print that stays, waiting for what was delayed: a cycle
     if delayed:
         with graph.as_default(), tf.control_dependencies(fallible):
             barrier = tf.no_op(name="janus_fallible_done")
@@ -391,15 +399,20 @@ _PARTIAL_UPDATES = ("ResourceScatter", "ResourceSparseApply")
 
 
 def fallible_after_print(graph: tf.Graph) -> set[str]:
-    """The names of the ops created after the graph's first ``tf.print`` that may raise, where that
-    print does not wait for them (``_wait_for_fallible`` delays prints none of them depends on).
-    A print in a branch or loop is not counted (a known gap: an error after it re-runs the call,
-    which prints its text again; not re-running it would lose the call's Python effects).
+    """The names of the ops created after the graph's first print (a ``tf.print``, or control flow
+    that may run one) that may raise, where that print does not wait for them
+    (``_wait_for_fallible`` delays prints none of them depends on), and of control flow that may
+    raise after it printed (``_prints_then_may_raise``).
 
     The print may have run when one of them raises: re-running the call eagerly would print its
     text a second time, so such an error is not recoverable."""
+    return _printed_after(graph, {op for op in graph.get_operations() if _delayed(op)})
+
+
+def _printed_after(graph: tf.Graph, delayed: set[tf.Operation]) -> set[str]:
+    """``fallible_after_print`` where the ``delayed`` ops wait for every op that may raise."""
     operations = graph.get_operations()
-    first = next((i for i, op in enumerate(operations) if _prints(op) and not _delayed(op)), len(operations))
+    first = next((i for i, op in enumerate(operations) if _prints(op) and op not in delayed), len(operations))
     after = {op.name for op in operations[first + 1 :] if may_raise(op)}
     return after | {op.name for op in operations if _prints_then_may_raise(op)}
 
