@@ -268,3 +268,18 @@ def test_a_printing_loop_whose_later_turn_fails_a_speculation(capfd):
 
     calls = [(tf.constant(n),) for n in (2, 3, 3, 2, 3, 8, 2)]
     _differential_stderr(_make(body), calls, capfd, min_graph_calls=3)
+
+
+def test_a_sparse_scatter_whose_rows_are_saved_then_a_print(capfd):
+    """The scatter's row save is made after the ordering: it waits for what the scatter waits for
+    (made in program order, it came after the print and waited for the scatter: a cycle at every call)."""
+
+    def body(c, i):
+        c.table.scatter_update(tf.IndexedSlices(tf.reshape(tf.cast(i, tf.float32), [1]), tf.reshape(i, [1])))
+        c.v.assign_add(1.0)
+        tf.print("A", c.v)
+        if i > 1:
+            tf.print("B", c.table)
+        return c.table.read_value()
+
+    _differential_stderr(_make(body), ONE, capfd, min_graph_calls=3)

@@ -47,6 +47,7 @@ from janus.graphgen.ordering import (
     is_state_write,
     keep_fallible,
     order_after_printed,
+    order_as,
     order_prints,
     order_state_writes,
     order_writes_after_earlier_ops,
@@ -248,12 +249,17 @@ def generate(
         if first_write is not None:
             before_writes.update(op.name for op in graph.get_operations()[:first_write])
         resources, fallible = written_before_last_fallible(graph, first_write, ctx.assert_ops)
-        resources, saves = row_saves.add(graph, resources, whole=unordered)
-        saved_rows.extend(saves)
-        fallible |= {save.gather for save in saves}  # they raise where their scatter would
-        snapshot_resources.extend(resources)
         printed = fallible_after_print(graph)
         exact_errors.update(order_after_printed(graph, printed, ctx.assert_ops))
+        resources, saves = row_saves.add(graph, resources, whole=unordered)  # made last: not program ops
+        saved_rows.extend(saves)
+        for save in saves:  # they raise where their scatter would, and wait for what it waits for
+            fallible.add(save.gather)
+            if save.scatter in printed:
+                printed.add(save.gather)
+                exact_errors.add(save.gather)
+                order_as(graph.get_operation_by_name(save.gather), graph.get_operation_by_name(save.scatter))
+        snapshot_resources.extend(resources)
         if printed and ctx.caught_tries:
             raise NotConvertible(
                 "a `try` with a handler in a graph where a tf.print runs before an op that may raise (the "

@@ -327,6 +327,7 @@ def _delayed(op: tf.Operation) -> bool:
     return getattr(op, "_janus_delayed", False)
 
 
+_PRINTED_ORDER = "janus_printed_order"
 # TF1 control flow, whose automatic dependencies are not modelled.
 _NOT_DELAYED = frozenset({"Merge"})
 _INVOCATIONS = frozenset({"JanusInvoke", "JanusInvokeGrad"})
@@ -360,12 +361,18 @@ def order_after_printed(graph: tf.Graph, printed: set[str], ordered: list[tf.Ope
     done = set()
     for op in graph.get_operations():
         if op.name in printed and op not in ordered:
-            barrier = _wait_for(op, pending, barrier, "janus_printed_order")
+            barrier = _wait_for(op, pending, barrier, _PRINTED_ORDER)
             pending = []
             done.add(op.name)
         if is_state_write(op):
             pending.append(op)
     return done
+
+
+def order_as(op: tf.Operation, like: tf.Operation) -> None:
+    """Makes ``op`` wait for what ``order_after_printed`` made ``like`` wait for (a row save made
+    after the ordering, which runs right before its scatter)."""
+    op._add_control_inputs([c for c in like.control_inputs if c.name.startswith(_PRINTED_ORDER)])
 
 
 def _ancestors_in_finished_function(graph: tf.Graph, ops: list[tf.Operation]) -> set[tf.Operation]:

@@ -89,6 +89,7 @@ class RowSave:
     indices: _Slot
     saved: _Slot  # bool: the rows were saved in the call under way
     gather: str  # the name of the gather that saves them (it raises where the scatter would)
+    scatter: str  # the name of the scatter
 
     def restore(self) -> None:
         """Puts the rows back if the failed call saved them; clears the flag."""
@@ -151,6 +152,7 @@ def _save_rows(graph: tf.Graph, root: tf.Tensor, handle: object, scatters: list[
                 indices=_Slot(indices.dtype),
                 saved=_Slot(tf.bool),
                 gather=rows.op.name,
+                scatter=scatter.name,
             )
             stored = [save.rows.assign(rows), save.indices.assign(indices)]
             with tf.control_dependencies(stored):
