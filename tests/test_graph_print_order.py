@@ -283,3 +283,35 @@ def test_a_sparse_scatter_whose_rows_are_saved_then_a_print(capfd):
         return c.table.read_value()
 
     _differential_stderr(_make(body), ONE, capfd, min_graph_calls=3)
+
+
+def test_a_saved_scatter_then_a_print_then_an_assert_then_an_early_error(capfd):
+    """The assert's error is not re-run: the scatter's saved rows are forgotten, where a later
+    call's error (re-run) put them back into the variable."""
+
+    def body(c, x, i):
+        j = tf.gather(tf.constant([0, 1, 2]), i)
+        c.table.scatter_update(tf.IndexedSlices(tf.reshape(x, [1]), tf.reshape(j, [1])))
+        tf.print("A", c.table)
+        tf.debugging.assert_less(x, 2.5)
+        return c.table.read_value()
+
+    calls = [
+        (tf.constant(x), tf.constant(i))
+        for x, i in ((1.0, 0), (2.0, 1), (1.0, 2), (1.5, 1), (5.0, 2), (7.0, 9), (1.0, 0))
+    ]
+    _differential_stderr(_make(body), calls, capfd, min_graph_calls=2)
+
+
+def test_a_print_then_a_scatter_at_a_bad_index(capfd):
+    """The scatter's error is not re-run (after the print): it applies the rows before the bad index,
+    as eager's does; a row save before it raised in its place and applied none."""
+
+    def body(c, x, ids):
+        tf.print("A", c.table)
+        c.table.scatter_add(tf.IndexedSlices(tf.fill(tf.shape(ids), x), ids))
+        tf.debugging.assert_less(x, 2.5)
+        return c.table.read_value()
+
+    pairs = ((1.0, [0, 1]), (2.0, [1, 2]), (1.0, [2, 0]), (1.5, [0, 2]), (2.0, [1, 9]), (1.0, [0, 2]))
+    _differential_stderr(_make(body), [(tf.constant(x), tf.constant(ids)) for x, ids in pairs], capfd, 2)

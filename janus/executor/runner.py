@@ -87,6 +87,9 @@ class GraphRunner:
                     variable.assign(value)
                 for rows in reversed(self._row_saves):  # the last scatter's rows first
                     rows.restore()
+            else:
+                for rows in self._row_saves:
+                    rows.discard()
             if assumption is not None:  # a loop's earlier iterations may have updated variables
                 raise AssumptionFailed(assumption) from None
             raise  # past updates eager made too (before a tf.print that ran): they stay, as in eager

@@ -51,6 +51,7 @@ from janus.graphgen.ordering import (
     order_prints,
     order_state_writes,
     order_writes_after_earlier_ops,
+    saved_for_rerun,
     unordered_resources,
     written_before_last_fallible,
 )
@@ -251,6 +252,7 @@ def generate(
         resources, fallible = written_before_last_fallible(graph, first_write, ctx.assert_ops)
         printed = fallible_after_print(graph)
         exact_errors.update(order_after_printed(graph, printed, ctx.assert_ops))
+        resources = saved_for_rerun(graph, resources, fallible - printed)
         resources, saves = row_saves.add(graph, resources, whole=unordered)  # made last: not program ops
         saved_rows.extend(saves)
         for save in saves:  # they raise where their scatter would, and wait for what it waits for

@@ -369,6 +369,18 @@ def order_after_printed(graph: tf.Graph, printed: set[str], ordered: list[tf.Ope
     return done
 
 
+def saved_for_rerun(graph: tf.Graph, resources: list[tf.Tensor], recoverable: set[str]) -> list[tf.Tensor]:
+    """The ``resources`` (``written_before_last_fallible``) that an op of ``recoverable`` may have
+    updated when one of those raises: updated at or before the last of them. An error after a
+    print that stays is not re-run (``fallible_after_print``): nothing is put back for it, and a
+    row save before a scatter there raised in its place, where eager's scatter applied its rows
+    before the bad index."""
+    operations = graph.get_operations()
+    last = max((i for i, op in enumerate(operations) if op.name in recoverable), default=-1)
+    updated = {id(t) for op in operations[: last + 1] if is_state_write(op) for t in op.inputs}
+    return [t for t in resources if id(t) in updated]
+
+
 def order_as(op: tf.Operation, like: tf.Operation) -> None:
     """Makes ``op`` wait for what ``order_after_printed`` made ``like`` wait for (a row save made
     after the ordering, which runs right before its scatter)."""

@@ -91,6 +91,10 @@ class RowSave:
     gather: str  # the name of the gather that saves them (it raises where the scatter would)
     scatter: str  # the name of the scatter
 
+    def discard(self) -> None:
+        """Forgets the rows the failed call saved: it is not re-run, and they stay as it left them."""
+        self.saved.assign(tf.constant(False))
+
     def restore(self) -> None:
         """Puts the rows back if the failed call saved them; clears the flag."""
         if bool(self.saved.read()):
