@@ -164,3 +164,26 @@ def test_a_vocabulary_lookup_with_a_python_counter_keeps_its_graph():
     words = [(tf.constant(w),) for w in (10, 20, 30, 20, 10, 30, 40, 20, 10, 30)]
     jitted = run_differential(make, words, min_graph_calls=5)
     assert "would be lost" not in janus.explain(jitted)
+
+
+def test_python_effects_after_every_op_that_may_raise_keep_the_graph():
+    """Eager makes no effect after the op that raised: those janus defers are not lost, so such a
+    graph is not refused (a tf.print of constants after an assert was deferred, and refused)."""
+
+    def make():
+        t = Trainer()
+
+        def step(label):
+            tf.print("w", t.w)
+            t.w.assign_sub(0.1 * t.w)
+            tf.debugging.assert_less(label, 3, message="label out of range")
+            tf.print("step done")
+            loss = tf.reduce_sum(t.w)
+            t.history.append(loss)
+            t.steps += 1
+            return loss
+
+        return step, t.state
+
+    jitted = run_differential(make, LABELS, min_graph_calls=5)
+    assert "would be lost" not in janus.explain(jitted)

@@ -43,6 +43,7 @@ from janus.graphgen.heap import HeapList, PyObjectRef
 from janus.graphgen.interpreter import Interpreter
 from janus.graphgen.numpy_values import NumpyArray
 from janus.graphgen.ordering import (
+    ASSUMPTION_CHECKS,
     fallible_after_print,
     is_state_write,
     keep_fallible,
@@ -70,9 +71,16 @@ def _check_effects_kept(ctx: GenerationContext, graph: tf.Graph, unrecoverable: 
     after (``recovery.recoverable``: an op that may raise after a ``tf.print`` that could not wait
     for it, or after an update janus cannot put back) reaches the user without them, where eager
     had made those before the op that raised."""
-    effects = [(w.describe(), w.location) for w in ctx.heap.writes] + ctx.store_writes
-    if effects and unrecoverable:
-        op = next(op for op in graph.get_operations() if op.name in unrecoverable)
+    operations = graph.get_operations()
+    # an assumption that fails (janus's checks, heap reads) always re-runs the call
+    unrecoverable = {op.name for op in operations if op.name in unrecoverable and op.type not in ASSUMPTION_CHECKS}
+    if not unrecoverable:
+        return
+    last = max(i for i, op in enumerate(operations) if op.name in unrecoverable)
+    # a write logged after the last such op is not made by eager either when that op raises
+    effects = [(w.describe(), w.location) for w in ctx.heap.writes if w.ops_before <= last] + ctx.store_writes
+    if effects:
+        op = next(op for op in operations if op.name in unrecoverable)
         what, where = effects[0]
         raise NotConvertible(
             f"{what} would be lost if the op {op.name} ({op.type}) raised: it may raise after a "

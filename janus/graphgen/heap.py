@@ -19,6 +19,8 @@ import dataclasses
 import functools
 from collections.abc import Callable
 
+import tensorflow as tf
+
 from janus.assumptions.sources import Source
 from janus.executor import interrupts
 from janus.graphgen.errors import NotConvertible
@@ -35,6 +37,7 @@ class Write:
     key: object  # attribute name or item key (plain constant); unused for append/extend/print
     value: object  # the value written (tensor, PyNumber, static, or (args, kwargs) for a call)
     location: str
+    ops_before: int = 0  # how many ops the graph had when it was logged: its place in program order
 
     def describe(self) -> str:
         """What the write does, for messages: ``attribute n of argument self is set (f.py:3)``."""
@@ -159,6 +162,7 @@ class HeapLog:
         self._targets: list[object] = []  # keeps written objects alive so their ids stay unique
 
     def log(self, write: Write) -> None:
+        write.ops_before = len(tf.compat.v1.get_default_graph().get_operations())
         self.writes.append(write)
         self._targets.append(write.target)
         if write.kind in ("setattr", "setitem"):

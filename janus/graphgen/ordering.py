@@ -28,9 +28,9 @@ HEAP_READS = frozenset({"JanusPyGetAttr", "JanusPyGetSubscr"})
 # stateful op without a resource before them (a print, a branch that prints) as they chain such ops:
 # every update and print waits for every check instead (``order_state_writes``), and a chained
 # check made that impossible (a cycle), or left a branch that printed before a failed assumption.
-_UNCHAINED = CHECK_OPS | HEAP_READS
+ASSUMPTION_CHECKS = CHECK_OPS | HEAP_READS  # their failure is an assumption's: the call is always re-run
 auto_control_deps.MUST_RUN_ORDER_INSENSITIVE_STATEFUL_OPS = (
-    auto_control_deps.MUST_RUN_ORDER_INSENSITIVE_STATEFUL_OPS | _UNCHAINED
+    auto_control_deps.MUST_RUN_ORDER_INSENSITIVE_STATEFUL_OPS | ASSUMPTION_CHECKS
 )
 # Control flow whose branches hold assertions is itself an assertion: its inner writes already wait for them.
 _CONTROL_FLOW = frozenset({"If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase"})
@@ -182,7 +182,7 @@ def _chained_without_resource(op: tf.Operation) -> bool:
 
 def _ordered_by_tf(op: tf.Operation) -> bool:
     """Whether TF's automatic control dependencies order ``op`` among the stateful ops."""
-    return auto_control_deps.op_is_stateful(op) and op.type not in _UNCHAINED
+    return auto_control_deps.op_is_stateful(op) and op.type not in ASSUMPTION_CHECKS
 
 
 def order_writes_after_earlier_ops(graph: tf.Graph) -> int | None:
