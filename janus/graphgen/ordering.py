@@ -429,11 +429,21 @@ def fallible_after_print(graph: tf.Graph) -> set[str]:
 
 
 def _printed_after(graph: tf.Graph, delayed: set[tf.Operation]) -> set[str]:
-    """``fallible_after_print`` where the ``delayed`` ops wait for every op that may raise."""
-    operations = graph.get_operations()
-    first = next((i for i, op in enumerate(operations) if _prints(op) and op not in delayed), len(operations))
-    after = {op.name for op in operations[first + 1 :] if may_raise(op)}
-    return after | {op.name for op in operations if _prints_then_may_raise(op)}
+    """``fallible_after_print`` where the ``delayed`` ops wait for every op that may raise.
+
+    An op that may raise counts where a print created before it does not wait for it: a print
+    that waits for a loop holding an assertion (``order_state_writes``) has not run when the loop
+    raises, and the call re-runs eagerly."""
+    after, prints, waited = set(), [], None
+    for op in graph.get_operations():
+        if prints and may_raise(op):
+            waited = waited or [_with_ancestors([p]) for p in prints]
+            if any(op not in ancestors for ancestors in waited):
+                after.add(op.name)
+        if _prints(op) and op not in delayed:
+            prints.append(op)
+            waited = None
+    return after | {op.name for op in graph.get_operations() if _prints_then_may_raise(op)}
 
 
 def _prints_then_may_raise(op: tf.Operation) -> bool:
