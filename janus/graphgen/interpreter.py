@@ -1232,7 +1232,7 @@ class Interpreter:
         """A value a deferred call or formatting may hold: materialised after the graph ran."""
         if isinstance(value, HeapList):
             return value.materialize()
-        if isinstance(value, tf.Variable) and not keep_variables:
+        if not keep_variables and any(map(_is_variable, tf.nest.flatten(value))):
             raise NotConvertible("a tf.Variable handed to a deferred call (its text shows a later value)", loc)
         if isinstance(value, NumpyArray):
             return value  # the argument's (attribute's) own array, re-read from its path
@@ -1891,6 +1891,13 @@ def _iterable_now(value: object) -> bool:
 def fn_sets_step(deferred: effects.Deferred) -> bool:
     """``tf.summary.experimental.set_step(v)`` keeps the variable itself, as eager does."""
     return getattr(deferred.fn, "__name__", "") == "set_step"
+
+
+def _is_variable(value: object) -> bool:
+    """A ``tf.Variable``, or a Keras 3 variable (which wraps one and is not a ``tf.Variable``)."""
+    if isinstance(value, tf.Variable):
+        return True
+    return any(cls.__name__ == "Variable" and cls.__module__.startswith("keras.") for cls in type(value).__mro__)
 
 
 def _has_identity_at_run_time(value: object) -> bool:

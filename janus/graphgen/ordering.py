@@ -88,6 +88,7 @@ def order_state_writes(graph: tf.Graph, assert_ops: list[tf.Operation]) -> list[
     earlier_users = _earlier_users(graph)
     ancestors: set[tf.Operation] = set()
     holding = {a: _control_flow_of(a) for a in assert_ops}  # a branch's or loop's output stands for it
+    _after_earlier_writes(graph, [op for op in holding.values() if is_control_flow(op) and _prints(op)])
     pending = list(holding.values())
     while pending:
         op = pending.pop()
@@ -100,13 +101,32 @@ def order_state_writes(graph: tf.Graph, assert_ops: list[tf.Operation]) -> list[
         if is_state_write(op):
             if op in ancestors:  # it runs first: what it updates is saved and put back on a failure
                 if not any(outlives_call(t) for t in op.inputs):  # a print, a collective: nothing to put back
-                    raise NotConvertible(f"an assumption depends on the state update {op.type}")
+                    raise NotConvertible(
+                        f"an assumption is checked after the {op.type}, which janus cannot take back (a print or "
+                        "a collective): a failed check re-runs the call eagerly, which would make it twice"
+                    )
                 unordered.append(op)
                 continue
             if op in holding.values() and op.type in _CONTROL_FLOW:
                 unordered.append(op)  # a loop's later iteration; a branch's loop
             op._add_control_inputs([a for a, held in holding.items() if held is not op and a not in op.control_inputs])
     return unordered
+
+
+def _after_earlier_writes(graph: tf.Graph, holders: list[tf.Operation]) -> None:
+    """Makes each of ``holders`` (a loop or branch that holds assertions and prints) wait for every
+    state update and print created before it. Its own error after it printed (a later turn's
+    scatter) is not re-run: what eager made before the loop must then have been made. Those updates
+    run before its assertions, so they are saved and put back when one fails; a print before it is
+    refused (a failed check re-runs the call, which would print it twice)."""
+    if not holders:
+        return
+    operations = graph.get_operations()
+    position = {op: i for i, op in enumerate(operations)}
+    for holder in holders:
+        earlier = [op for op in operations[: position[holder]] if is_state_write(op)]
+        holder._add_control_inputs([op for op in earlier if op not in holder.control_inputs])
+        holder._janus_after_writes = True
 
 
 def _control_flow_of(op: tf.Operation) -> tf.Operation:
@@ -352,7 +372,8 @@ def order_after_printed(graph: tf.Graph, printed: set[str], ordered: list[tf.Ope
     before it in the program, except the ``ordered`` ops (assertions, and what they read), which
     every update waits for instead (``order_state_writes``). Such an op's error is not recoverable:
     when it raises, TF state and the printed text are then eager's, with nothing to put back.
-    Returns the names of the ops it ordered."""
+    Returns the names of the ops it ordered, and of the assertion-holding loops and branches that
+    print which ``_after_earlier_writes`` ordered so."""
     if not printed:
         return set()
     ordered = _with_ancestors(ordered)
@@ -364,6 +385,8 @@ def order_after_printed(graph: tf.Graph, printed: set[str], ordered: list[tf.Ope
             barrier = _wait_for(op, pending, barrier, _PRINTED_ORDER)
             pending = []
             done.add(op.name)
+        elif op.name in printed and getattr(op, "_janus_after_writes", False):
+            done.add(op.name)  # it waits for every update and print before it already (_after_earlier_writes)
         if is_state_write(op):
             pending.append(op)
     return done
