@@ -38,7 +38,15 @@ from janus.executor.recovery import exact, recoverable
 from janus.executor.runner import AssumptionFailed, GraphRunner
 from janus.executor.stats import Stats
 from janus.graphgen import later
-from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConvertible, RaisesHere, StrictModeError
+from janus.graphgen.errors import (
+    TF_PRINTS_IN_GRAPH,
+    DeferredPrintFirst,
+    GenerationError,
+    NeedsStaticShape,
+    NotConvertible,
+    RaisesHere,
+    StrictModeError,
+)
 from janus.graphgen.generate import generate
 from janus.graphgen.interpreter import is_convertible_entry
 from janus.graphgen.recursion import RECURSION_DEPTH
@@ -492,6 +500,9 @@ class JitFunction:
                     self._go_imperative(err.reason, err.location, err.kind)
                 return  # no graph yet: the next call is profiled and tries again
             except NotConvertible as err:
+                if isinstance(err, DeferredPrintFirst) and not self.failures[TF_PRINTS_IN_GRAPH]:
+                    self._fail(TF_PRINTS_IN_GRAPH, f"{err.reason}: building again with every tf.print in the graph")
+                    continue
                 if self._constant_flags(err):
                     continue
                 if self._unpoint_lists(specs, err):

@@ -407,3 +407,20 @@ def test_a_print_of_a_keras_variable_or_of_a_list_of_variables_shows_its_value_t
         return step, lambda: (k.value, c.v, c.table, opt.iterations)
 
     _differential_stderr(make, [(tf.constant(n),) for n in (1, 2, 3, 1, 2, 3, 1)], capfd, min_graph_calls=3)
+
+
+def test_a_print_janus_would_defer_then_a_print_of_a_variable_keep_their_order(capfd):
+    """``tf.print`` of a tensor is made after the graph ran, in program order with ``print`` and
+    logging; where a print the graph makes (a variable's value, a branch) comes after it, its text
+    came out first. Such a function is built again with its ``tf.print``s in the graph."""
+
+    def body(c, i):
+        tf.print("A", i)
+        c.v.assign_add(1.0)
+        tf.print("B", c.v)
+        if i > 0:
+            tf.print("k", i * 2)
+        return c.v + 0.0
+
+    jitted = _differential_stderr(_make(body), ONE, capfd, min_graph_calls=3)
+    assert "building again with every tf.print in the graph" in janus.explain(jitted)

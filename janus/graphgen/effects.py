@@ -40,7 +40,7 @@ def deferred_call(callee: object, args: list, kwargs: dict, site: replay.CallSit
         return Deferred(print, args, kwargs)
     if callee is warnings.warn:
         return _deferred_warning(args, kwargs, site, loc)
-    if _is_tf_print(callee):  # eager's own tf.print, on the materialised tensors
+    if is_tf_print(callee):  # eager's own tf.print, on the materialised tensors
         return Deferred(callee, args, kwargs)
     owner = getattr(callee, "__self__", None)
     if isinstance(owner, logging.Logger) or (isinstance(callee, types.FunctionType) and callee.__module__ == "logging"):
@@ -109,7 +109,7 @@ def _deferred_log(callee: object, owner: object, args: list, kwargs: dict, site:
     return Deferred(functools.partial(replay.log, site, logger, level, module_level), list(args), kwargs)
 
 
-def _is_tf_print(callee: object) -> bool:
+def is_tf_print(callee: object) -> bool:
     import tensorflow as tf
 
     return callee is tf.print

@@ -58,6 +58,17 @@ class RaisesHere(NotConvertible):
     kind = "raises"
 
 
+class DeferredPrintFirst(NotConvertible):
+    """A ``tf.print`` janus makes after the graph ran comes before a print the graph makes (a
+    variable's value, a branch or loop that prints): its text would come out second. The driver
+    builds again with every ``tf.print`` a graph op (``TF_PRINTS_IN_GRAPH``)."""
+
+    kind = "print order"
+
+
+TF_PRINTS_IN_GRAPH = "tf.print:in graph"  # the failure key of that build: no tf.print is deferred
+
+
 class GenerationError(Exception):
     """A library call or janus itself failed while building the graph."""
 

@@ -32,12 +32,12 @@ from janus.assumptions.specs import (
     TensorArg,
     UnusedArg,
 )
-from janus.graphgen import datasets, exact_rewrites, gathered_reads, later, row_saves
+from janus.graphgen import datasets, effects, exact_rewrites, gathered_reads, later, row_saves
 from janus.graphgen.batch_lists import BatchList
 from janus.graphgen.captures import eager_tensors_as_placeholders
 from janus.graphgen.context import GenerationContext, LateRead
 from janus.graphgen.control_flow import TensorList
-from janus.graphgen.errors import GenerationError, NotConvertible
+from janus.graphgen.errors import DeferredPrintFirst, GenerationError, NotConvertible
 from janus.graphgen.formatted import Formatted
 from janus.graphgen.heap import HeapList, PyObjectRef
 from janus.graphgen.interpreter import Interpreter
@@ -52,6 +52,7 @@ from janus.graphgen.ordering import (
     order_prints,
     order_state_writes,
     order_writes_after_earlier_ops,
+    prints,
     saved_for_rerun,
     unordered_resources,
     written_before_last_fallible,
@@ -87,6 +88,20 @@ def _check_effects_kept(ctx: GenerationContext, graph: tf.Graph, unrecoverable: 
             "tf.print or a TF state update that janus cannot undo, so the call could not be re-run",
             where,
         )
+
+
+def _check_deferred_prints_first(ctx: GenerationContext, graph: tf.Graph) -> None:
+    """Refuses a graph where a deferred ``tf.print`` (made after the graph ran) comes before a
+    print the graph makes: eager's text would come out in the other order. The driver then builds
+    again with the ``tf.print``s in the graph (``DeferredPrintFirst``)."""
+    printing = [i for i, op in enumerate(graph.get_operations()) if prints(op)]
+    if not printing:
+        return
+    for write in ctx.heap.writes:
+        if write.kind == "call" and effects.is_tf_print(write.target) and write.ops_before <= printing[-1]:
+            raise DeferredPrintFirst(
+                "a tf.print janus makes after the graph ran comes before a print the graph makes", write.location
+            )
 
 
 def _functions_only_run_by(graph: tf.Graph, names: set[str]) -> frozenset[str]:
@@ -260,6 +275,7 @@ def generate(
         resources, fallible = written_before_last_fallible(graph, first_write, ctx.assert_ops)
         printed = fallible_after_print(graph)
         exact_errors.update(order_after_printed(graph, printed, ctx.assert_ops))
+        _check_deferred_prints_first(ctx, graph)
         resources = saved_for_rerun(graph, resources, fallible - printed)
         resources, saves = row_saves.add(graph, resources, whole=unordered)  # made last: not program ops
         saved_rows.extend(saves)

@@ -50,7 +50,7 @@ from janus.graphgen import (
 from janus.graphgen.batch_lists import BatchList
 from janus.graphgen.context import NOT_LOGGED, READ_ONLY_METHODS, GenerationContext, LateRead, snapshot
 from janus.graphgen.control_flow import SymbolicRange, TensorList, escapes
-from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConvertible, RaisesHere
+from janus.graphgen.errors import TF_PRINTS_IN_GRAPH, GenerationError, NeedsStaticShape, NotConvertible, RaisesHere
 from janus.graphgen.formatted import Formatted, formatted_trial, join_fstring
 from janus.graphgen.heap import MISSING, HeapList, PyObjectRef
 from janus.graphgen.numpy_values import NumpyArray, NumpyMethod, NumpyScalar
@@ -1221,7 +1221,10 @@ class Interpreter:
     def _deferred_tf_print(self, frame: Frame, node: gast.AST, args: list, kwargs: dict) -> bool:
         """``tf.print`` as a statement outside tensor control flow: made after the graph ran, in
         program order with ``print`` and logging, and never twice when the call re-runs eagerly.
-        Where it cannot be deferred (a variable's value, a region) it stays a graph op."""
+        Where it cannot be deferred (a variable's value, a region) it stays a graph op, and so does
+        every ``tf.print`` of a function where a deferred one came before a graph print."""
+        if self.ctx.failures(TF_PRINTS_IN_GRAPH):
+            return False
         try:
             self._defer(frame, node, purity.Verdict(Effect.DEFERRED, "tf.print"), tf.print, args, kwargs, True)
         except NotConvertible:

@@ -57,7 +57,7 @@ def is_state_write(op: tf.Operation) -> bool:
         return True  # a rank whose assertion fails must not have joined a collective yet
     if op.type in STATE_READS or not op._is_stateful or _call_local(op) or touches.is_touch_op(op):
         return False
-    return any(outlives_call(t) for t in op.inputs) or _prints(op)
+    return any(outlives_call(t) for t in op.inputs) or prints(op)
 
 
 def outlives_call(tensor: tf.Tensor) -> bool:
@@ -88,7 +88,7 @@ def order_state_writes(graph: tf.Graph, assert_ops: list[tf.Operation]) -> list[
     earlier_users = _earlier_users(graph)
     ancestors: set[tf.Operation] = set()
     holding = {a: _control_flow_of(a) for a in assert_ops}  # a branch's or loop's output stands for it
-    _after_earlier_writes(graph, [op for op in holding.values() if is_control_flow(op) and _prints(op)])
+    _after_earlier_writes(graph, [op for op in holding.values() if is_control_flow(op) and prints(op)])
     pending = list(holding.values())
     while pending:
         op = pending.pop()
@@ -180,7 +180,7 @@ def order_prints(graph: tf.Graph) -> None:
     (a print waits for every assertion, and a branch may hold one)."""
     previous = None
     for op in graph.get_operations():
-        if _prints(op):
+        if prints(op):
             if (
                 previous is not None
                 and previous not in op.control_inputs
@@ -328,7 +328,7 @@ def _wait_for_fallible(
     if not fallible or not updates or any(op.type in _NOT_DELAYED for op in graph.get_operations()):
         return updates
     ancestors = _ancestors_in_finished_function(graph, fallible)
-    if any(op in ancestors for op in graph.get_operations() if _prints(op)):
+    if any(op in ancestors for op in graph.get_operations() if prints(op)):
         return updates  # a print that cannot wait (one of them reads it, or runs in it): as eager ran
     delayed = [op for op in updates if op not in ancestors and not op.type.startswith("Horovod")]
     if _printed_after(graph, set(delayed)) - ordered:
@@ -353,7 +353,7 @@ _NOT_DELAYED = frozenset({"Merge"})
 _INVOCATIONS = frozenset({"JanusInvoke", "JanusInvokeGrad"})
 
 
-def _prints(op: tf.Operation) -> bool:
+def prints(op: tf.Operation) -> bool:
     """Whether ``op`` is a ``tf.print`` or control flow (or a function call) that may run one."""
     if op.type == "PrintV2":
         return True
@@ -362,7 +362,7 @@ def _prints(op: tf.Operation) -> bool:
     known = getattr(op, "_janus_prints", None)
     if known is None:
         bodies = called_graphs(op)
-        known = bodies is None or any(_prints(inner) for body in bodies for inner in body.get_operations())
+        known = bodies is None or any(prints(inner) for body in bodies for inner in body.get_operations())
         op._janus_prints = known
     return known
 
@@ -457,14 +457,14 @@ def _printed_after(graph: tf.Graph, delayed: set[tf.Operation]) -> set[str]:
     An op that may raise counts where a print created before it does not wait for it: a print
     that waits for a loop holding an assertion (``order_state_writes``) has not run when the loop
     raises, and the call re-runs eagerly."""
-    after, prints, waited = set(), [], None
+    after, printers, waited = set(), [], None
     for op in graph.get_operations():
-        if prints and may_raise(op):
-            waited = waited or [_with_ancestors([p]) for p in prints]
+        if printers and may_raise(op):
+            waited = waited or [_with_ancestors([p]) for p in printers]
             if any(op not in ancestors for ancestors in waited):
                 after.add(op.name)
-        if _prints(op) and op not in delayed:
-            prints.append(op)
+        if prints(op) and op not in delayed:
+            printers.append(op)
             waited = None
     return after | {op.name for op in graph.get_operations() if _prints_then_may_raise(op)}
 
@@ -474,7 +474,7 @@ def _prints_then_may_raise(op: tf.Operation) -> bool:
     raise (a later turn's error comes after an earlier turn's text), or a branch with an op that
     may raise after a print of its own. In a region that prints, every print waits for the ops
     before it that may raise (``order_region``): an error before a print leaves no text."""
-    if not is_control_flow(op) or not _prints(op):
+    if not is_control_flow(op) or not prints(op):
         return False
     if op.type in ("While", "StatelessWhile"):
         return may_raise(op)
@@ -483,7 +483,7 @@ def _prints_then_may_raise(op: tf.Operation) -> bool:
         for inner in body.get_operations():
             if (printed and may_raise(inner)) or _prints_then_may_raise(inner):
                 return True
-            printed = printed or _prints(inner)
+            printed = printed or prints(inner)
     return False
 
 
@@ -493,7 +493,7 @@ def order_region(region: tf.Graph, assert_ops: list[tf.Operation]) -> None:
     and print before it. An error after one of its prints is not re-run (``fallible_after_print``),
     so the text and the TF state it leaves must be eager's; the ``assert_ops`` are ordered
     before every update instead (``order_state_writes``)."""
-    if not any(_prints(op) for op in region.get_operations()):
+    if not any(prints(op) for op in region.get_operations()):
         return
     order_writes_after_earlier_ops(region)
     order_after_printed(region, {op.name for op in region.get_operations() if may_raise(op)}, assert_ops)
