@@ -424,3 +424,51 @@ def test_a_print_janus_would_defer_then_a_print_of_a_variable_keep_their_order(c
 
     jitted = _differential_stderr(_make(body), ONE, capfd, min_graph_calls=3)
     assert "building again with every tf.print in the graph" in janus.explain(jitted)
+
+
+def test_a_python_print_to_stderr_between_tf_prints_before_a_graph_print_is_refused(capfd):
+    """A ``print`` or logging call is made after the graph ran; where the graph prints to the same
+    stream after it (here once its ``tf.print``s are graph ops), its text would come out second."""
+    import sys
+
+    def body(c, i):
+        c.v.assign_add(1.0)
+        tf.print("A", i)
+        print("pos", file=sys.stderr)
+        tf.print("B", c.v)
+        return c.v + 0.0
+
+    jitted = _differential_stderr(_make(body), ONE, capfd, min_graph_calls=0)
+    assert "comes before a tf.print the graph makes" in janus.explain(jitted)
+
+
+def test_a_print_of_a_list_attribute_of_variables_in_a_dict_shows_its_values_then(capfd):
+    class Holder(Counters):
+        def __init__(self):
+            super().__init__()
+            self.pair = [self.v, self.w]
+
+    def make():
+        c = Holder()
+
+        def step(i):
+            tf.print("A", {"vars": c.pair, "i": i})
+            c.v.assign_add(tf.cast(i, tf.float32))
+            return c.v + 0.0
+
+        return step, lambda: (c.v, c.w)
+
+    _differential_stderr(make, ONE, capfd, min_graph_calls=3)
+
+
+def test_a_tf_print_to_a_stream_it_refuses_raises_before_the_update_below_it(capfd):
+    """Eager's ``tf.print`` raises ValueError on ``output_stream="stderr"`` (a name, not a stream): it
+    was deferred, raised after the graph had updated the variable; now it stays a graph op, whose
+    build fails, and the function runs as eager."""
+
+    def body(c, i):
+        tf.print("A", i, output_stream="stderr")
+        c.v.assign_add(1.0)
+        return c.v + 0.0
+
+    _differential_stderr(_make(body), ONE, capfd, min_graph_calls=0)

@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import inspect
 import logging
+import sys
 import types
 import warnings
 from collections.abc import Callable
@@ -113,3 +114,41 @@ def is_tf_print(callee: object) -> bool:
     import tensorflow as tf
 
     return callee is tf.print
+
+
+def text_stream(fn: Callable, args: tuple, kwargs: dict) -> str | None:
+    """The stream a deferred call writes its text to (``"stdout"``, ``"stderr"``), or None (a
+    file, a summary: no text on the console). Logging and warnings count as stderr, where their
+    default handlers write."""
+    target = getattr(fn, "func", None)  # the partials of _deferred_log and _deferred_warning
+    if target in (replay.log, replay.warn):
+        return "stderr"
+    if fn is print:
+        return _stream_of(kwargs.get("file"), "stdout")
+    if is_tf_print(fn):
+        stream = kwargs.get("output_stream")
+        if isinstance(stream, str):
+            return None if stream.startswith("file://") else "stderr"  # "stderr", or a logging level
+        return _stream_of(stream, "stderr")  # None: an object tf.print may refuse
+    return None
+
+
+def tf_print_stream_known(kwargs: dict) -> bool:
+    """``tf.print``'s ``output_stream`` is one it accepts whatever the call: none, a ``file://``
+    path, or ``sys.stdout``/``sys.stderr`` as read at the call. Another string or object (a stream
+    saved before a redirect) makes eager's call raise; a logging function is not deferred either."""
+    stream = kwargs.get("output_stream")
+    if isinstance(stream, str):
+        return stream.startswith("file://")
+    return stream is None or _stream_of(stream, "stderr") is not None
+
+
+def _stream_of(stream: object, default: str) -> str | None:
+    if stream is None:
+        return default
+    stream = stream.read() if callable(getattr(stream, "read", None)) and hasattr(stream, "attr") else stream
+    if stream is sys.stdout or stream is sys.__stdout__:
+        return "stdout"
+    if stream is sys.stderr or stream is sys.__stderr__:
+        return "stderr"
+    return None

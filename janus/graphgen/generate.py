@@ -37,7 +37,7 @@ from janus.graphgen.batch_lists import BatchList
 from janus.graphgen.captures import eager_tensors_as_placeholders
 from janus.graphgen.context import GenerationContext, LateRead
 from janus.graphgen.control_flow import TensorList
-from janus.graphgen.errors import DeferredPrintFirst, GenerationError, NotConvertible
+from janus.graphgen.errors import TF_PRINTS_IN_GRAPH, DeferredPrintFirst, GenerationError, NotConvertible
 from janus.graphgen.formatted import Formatted
 from janus.graphgen.heap import HeapList, PyObjectRef
 from janus.graphgen.interpreter import Interpreter
@@ -91,17 +91,40 @@ def _check_effects_kept(ctx: GenerationContext, graph: tf.Graph, unrecoverable: 
 
 
 def _check_deferred_prints_first(ctx: GenerationContext, graph: tf.Graph) -> None:
-    """Refuses a graph where a deferred ``tf.print`` (made after the graph ran) comes before a
-    print the graph makes: eager's text would come out in the other order. The driver then builds
-    again with the ``tf.print``s in the graph (``DeferredPrintFirst``)."""
-    printing = [i for i, op in enumerate(graph.get_operations()) if prints(op)]
-    if not printing:
-        return
+    """Refuses a graph where a call janus defers (made after the graph ran) writes text to a
+    stream before a print the graph makes on it: eager's text would come out in the other order.
+    A deferred ``tf.print`` is fixed by building again with the ``tf.print``s in the graph
+    (``DeferredPrintFirst``); a ``print``, logging or warnings call cannot be a graph op."""
+    printing = [(i, _graph_print_streams(op)) for i, op in enumerate(graph.get_operations()) if prints(op)]
+    late = []
     for write in ctx.heap.writes:
-        if write.kind == "call" and effects.is_tf_print(write.target) and write.ops_before <= printing[-1]:
+        if write.kind != "call":
+            continue
+        stream = effects.text_stream(write.target, *write.value)
+        if stream is not None and any(i >= write.ops_before and stream in streams for i, streams in printing):
+            late.append(write)
+    for write in late:
+        if effects.is_tf_print(write.target) and not ctx.failures(TF_PRINTS_IN_GRAPH):
             raise DeferredPrintFirst(
                 "a tf.print janus makes after the graph ran comes before a print the graph makes", write.location
             )
+    if late:
+        raise NotConvertible(
+            f"{late[0].describe()} comes before a tf.print the graph makes: its text would come out second",
+            late[0].location,
+            "print order",
+        )
+
+
+def _graph_print_streams(op: tf.Operation) -> set[str]:
+    """The streams a graph op that prints writes to (control flow: either)."""
+    if op.type != "PrintV2":
+        return {"stdout", "stderr"}
+    stream = op.get_attr("output_stream")
+    stream = stream.decode() if isinstance(stream, bytes) else stream
+    if stream.startswith("file://"):
+        return set()
+    return {"stdout"} if stream == "stdout" else {"stderr"}
 
 
 def _functions_only_run_by(graph: tf.Graph, names: set[str]) -> frozenset[str]:

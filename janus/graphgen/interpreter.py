@@ -1223,8 +1223,8 @@ class Interpreter:
         program order with ``print`` and logging, and never twice when the call re-runs eagerly.
         Where it cannot be deferred (a variable's value, a region) it stays a graph op, and so does
         every ``tf.print`` of a function where a deferred one came before a graph print."""
-        if self.ctx.failures(TF_PRINTS_IN_GRAPH):
-            return False
+        if self.ctx.failures(TF_PRINTS_IN_GRAPH) or not effects.tf_print_stream_known(kwargs):
+            return False  # a stream object tf.print may refuse: as a graph op, its build says so
         try:
             self._defer(frame, node, purity.Verdict(Effect.DEFERRED, "tf.print"), tf.print, args, kwargs, True)
         except NotConvertible:
@@ -1233,10 +1233,13 @@ class Interpreter:
 
     def _runtime_value(self, value: object, loc: str, keep_variables: bool = False) -> object:
         """A value a deferred call or formatting may hold: materialised after the graph ran."""
-        if isinstance(value, HeapList):
-            return value.materialize()
-        if not keep_variables and any(map(_is_variable, tf.nest.flatten(value))):
+        materialized = isinstance(value, HeapList)
+        if materialized:
+            value = value.materialize()  # a list attribute holding variables is checked as a local list
+        if not keep_variables and _holds_variable(value):
             raise NotConvertible("a tf.Variable handed to a deferred call (its text shows a later value)", loc)
+        if materialized:
+            return value
         if isinstance(value, NumpyArray):
             return value  # the argument's (attribute's) own array, re-read from its path
         if isinstance(value, LateRead):
@@ -1282,6 +1285,8 @@ class Interpreter:
 
     def call_graph_library(self, callee: object, args: list, kwargs: dict, loc: str) -> object:
         """TensorFlow/Keras on symbolic tensors, in the sandbox that refuses user code."""
+        if effects.is_tf_print(callee):
+            args, kwargs = _graph_print_arguments(args, kwargs)
         _no_eager_tape(getattr(callee, "__self__", None), f"{getattr(callee, '__name__', 'a method')}()", loc)
         self.ctx.guard_keras_state(getattr(callee, "__self__", callee), loc)  # opt.apply_gradients, loss_fn(...)
         if purity.implementation_module(callee).startswith(("keras.", "tf_keras.")):
@@ -1894,6 +1899,37 @@ def _iterable_now(value: object) -> bool:
 def fn_sets_step(deferred: effects.Deferred) -> bool:
     """``tf.summary.experimental.set_step(v)`` keeps the variable itself, as eager does."""
     return getattr(deferred.fn, "__name__", "") == "set_step"
+
+
+def _graph_print_arguments(args: list, kwargs: dict) -> tuple[list, dict]:
+    """A graph ``tf.print``'s arguments: list attributes as their items (nested in lists, tuples and
+    dicts too), and ``sys.stdout``/``sys.stderr`` as the call finds them (tf.print takes either for
+    its stream's name)."""
+
+    def items(value: object) -> object:
+        if isinstance(value, HeapList):
+            return [items(v) for v in value.materialize()]
+        if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+            return type(value)(items(v) for v in value)
+        if isinstance(value, dict):
+            return {k: items(v) for k, v in value.items()}
+        return value
+
+    kwargs = {k: items(v) for k, v in kwargs.items()}
+    if isinstance(kwargs.get("output_stream"), LateRead):
+        kwargs["output_stream"] = kwargs["output_stream"].read()
+    return [items(v) for v in args], kwargs
+
+
+def _holds_variable(value: object) -> bool:
+    """``value`` is a variable, or a list, tuple or dict (a list attribute included) holding one."""
+    if isinstance(value, HeapList):
+        value = value.real  # the attribute's list as the call found it
+    if isinstance(value, (list, tuple)):
+        return any(map(_holds_variable, value))
+    if isinstance(value, dict):
+        return any(map(_holds_variable, value.values()))
+    return _is_variable(value)
 
 
 def _is_variable(value: object) -> bool:
