@@ -472,3 +472,49 @@ def test_a_tf_print_to_a_stream_it_refuses_raises_before_the_update_below_it(cap
         return c.v + 0.0
 
     _differential_stderr(_make(body), ONE, capfd, min_graph_calls=0)
+
+
+def test_structures_holding_variables_are_printed_as_eager_prints_them(capfd):
+    """A namedtuple holding a list attribute of variables, an OrderedDict attribute of variables and
+    a Mapping that is not a dict: each printed the variables' later values, or the list's repr, or
+    lost its own type's text."""
+    import collections
+
+    Pair = collections.namedtuple("Pair", "a b")
+
+    class Frozen(collections.abc.Mapping):
+        def __init__(self, items):
+            self._d = dict(items)
+
+        def __getitem__(self, key):
+            return self._d[key]
+
+        def __iter__(self):
+            return iter(self._d)
+
+        def __len__(self):
+            return len(self._d)
+
+        def __repr__(self):
+            return f"Frozen({self._d!r})"
+
+    class Holder(Counters):
+        def __init__(self):
+            super().__init__()
+            self.pair = [self.v, self.w]
+            self.ordered = collections.OrderedDict([("w", self.w), ("v", self.v)])
+            self.frozen = Frozen({"v": self.v})
+
+    def make():
+        c = Holder()
+
+        def step(i):
+            tf.print("A", Pair(c.pair, i))
+            tf.print("B", c.ordered)
+            tf.print("k", c.frozen)
+            c.v.assign_add(tf.cast(i, tf.float32))
+            return c.v + 0.0
+
+        return step, lambda: (c.v, c.w)
+
+    _differential_stderr(make, ONE, capfd, min_graph_calls=0)

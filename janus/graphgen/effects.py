@@ -116,21 +116,47 @@ def is_tf_print(callee: object) -> bool:
     return callee is tf.print
 
 
-def text_stream(fn: Callable, args: tuple, kwargs: dict) -> str | None:
-    """The stream a deferred call writes its text to (``"stdout"``, ``"stderr"``), or None (a
-    file, a summary: no text on the console). Logging and warnings count as stderr, where their
-    default handlers write."""
+def text_streams(fn: Callable, args: tuple, kwargs: dict) -> set[str]:
+    """The streams (``"stdout"``, ``"stderr"``) a deferred call writes text to: none for a file or
+    a summary. A logging call counts where its logger is enabled for its level, on the streams of
+    the handlers its record reaches (``logging.lastResort``'s stderr where none does; the
+    module-level functions' ``basicConfig`` stderr where the root has none); a warning on stderr."""
     target = getattr(fn, "func", None)  # the partials of _deferred_log and _deferred_warning
-    if target in (replay.log, replay.warn):
-        return "stderr"
+    if target is replay.warn:
+        return {"stderr"}
+    if target is replay.log:
+        _site, logger, level, module_level = fn.args
+        return _log_streams(logger, level, module_level)
     if fn is print:
-        return _stream_of(kwargs.get("file"), "stdout")
+        return _streams_of(kwargs.get("file"), "stdout")
     if is_tf_print(fn):
         stream = kwargs.get("output_stream")
         if isinstance(stream, str):
-            return None if stream.startswith("file://") else "stderr"  # "stderr", or a logging level
-        return _stream_of(stream, "stderr")  # None: an object tf.print may refuse
-    return None
+            return set() if stream.startswith("file://") else {"stderr"}
+        return _streams_of(stream, "stderr")
+    return set()
+
+
+def _log_streams(logger: logging.Logger, level: int, module_level: bool) -> set[str]:
+    if module_level and not logging.root.handlers:
+        return {"stderr"}  # basicConfig() then adds a stderr handler
+    if not logger.isEnabledFor(level):
+        return set()
+    streams, found, current = set(), False, logger
+    while current is not None:
+        for handler in current.handlers:
+            found = True
+            if level >= handler.level and isinstance(handler, logging.StreamHandler):
+                streams |= _streams_of(getattr(handler, "stream", None), "stderr")
+        current = current.parent if current.propagate else None
+    if not found and logging.lastResort is not None and level >= logging.lastResort.level:
+        streams.add("stderr")
+    return streams
+
+
+def _streams_of(stream: object, default: str) -> set[str]:
+    name = _stream_of(stream, default)
+    return {name} if name else set()
 
 
 def tf_print_stream_known(kwargs: dict) -> bool:

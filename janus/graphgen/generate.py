@@ -38,6 +38,7 @@ from janus.graphgen.captures import eager_tensors_as_placeholders
 from janus.graphgen.context import GenerationContext, LateRead
 from janus.graphgen.control_flow import TensorList
 from janus.graphgen.errors import TF_PRINTS_IN_GRAPH, DeferredPrintFirst, GenerationError, NotConvertible
+from janus.graphgen.fallible import called_graphs
 from janus.graphgen.formatted import Formatted
 from janus.graphgen.heap import HeapList, PyObjectRef
 from janus.graphgen.interpreter import Interpreter
@@ -100,8 +101,8 @@ def _check_deferred_prints_first(ctx: GenerationContext, graph: tf.Graph) -> Non
     for write in ctx.heap.writes:
         if write.kind != "call":
             continue
-        stream = effects.text_stream(write.target, *write.value)
-        if stream is not None and any(i >= write.ops_before and stream in streams for i, streams in printing):
+        streams = effects.text_streams(write.target, *write.value)
+        if any(i >= write.ops_before and streams & printed for i, printed in printing):
             late.append(write)
     for write in late:
         if effects.is_tf_print(write.target) and not ctx.failures(TF_PRINTS_IN_GRAPH):
@@ -117,14 +118,20 @@ def _check_deferred_prints_first(ctx: GenerationContext, graph: tf.Graph) -> Non
 
 
 def _graph_print_streams(op: tf.Operation) -> set[str]:
-    """The streams a graph op that prints writes to (control flow: either)."""
-    if op.type != "PrintV2":
+    """The streams a graph op that prints writes to: a ``tf.print``'s, or those of the prints inside
+    a branch, loop or function (either stream where one of its calls is not known)."""
+    if op.type == "PrintV2":
+        stream = op.get_attr("output_stream")
+        stream = stream.decode() if isinstance(stream, bytes) else stream
+        if stream.startswith("file://"):
+            return set()
+        return {"stdout"} if stream == "stdout" else {"stderr"}
+    bodies = called_graphs(op)
+    if bodies is None:
         return {"stdout", "stderr"}
-    stream = op.get_attr("output_stream")
-    stream = stream.decode() if isinstance(stream, bytes) else stream
-    if stream.startswith("file://"):
-        return set()
-    return {"stdout"} if stream == "stdout" else {"stderr"}
+    return {
+        s for body in bodies for inner in body.get_operations() if prints(inner) for s in _graph_print_streams(inner)
+    }
 
 
 def _functions_only_run_by(graph: tf.Graph, names: set[str]) -> frozenset[str]:

@@ -12,6 +12,7 @@ JanusAssert (checked inside the graph), both through the ``GenerationContext``.
 from __future__ import annotations
 
 import builtins
+import collections.abc
 import contextlib
 import dataclasses
 import functools
@@ -1286,7 +1287,7 @@ class Interpreter:
     def call_graph_library(self, callee: object, args: list, kwargs: dict, loc: str) -> object:
         """TensorFlow/Keras on symbolic tensors, in the sandbox that refuses user code."""
         if effects.is_tf_print(callee):
-            args, kwargs = _graph_print_arguments(args, kwargs)
+            args, kwargs = _graph_print_arguments(args, kwargs, loc)
         _no_eager_tape(getattr(callee, "__self__", None), f"{getattr(callee, '__name__', 'a method')}()", loc)
         self.ctx.guard_keras_state(getattr(callee, "__self__", callee), loc)  # opt.apply_gradients, loss_fn(...)
         if purity.implementation_module(callee).startswith(("keras.", "tf_keras.")):
@@ -1901,18 +1902,27 @@ def fn_sets_step(deferred: effects.Deferred) -> bool:
     return getattr(deferred.fn, "__name__", "") == "set_step"
 
 
-def _graph_print_arguments(args: list, kwargs: dict) -> tuple[list, dict]:
-    """A graph ``tf.print``'s arguments: list attributes as their items (nested in lists, tuples and
-    dicts too), and ``sys.stdout``/``sys.stderr`` as the call finds them (tf.print takes either for
-    its stream's name)."""
+def _graph_print_arguments(args: list, kwargs: dict, loc: str) -> tuple[list, dict]:
+    """A graph ``tf.print``'s arguments: list attributes as their items, nested in plain lists,
+    tuples, namedtuples and dicts too (another container holding one is refused: rebuilt, it would
+    print as another type), and ``sys.stdout``/``sys.stderr`` as the call finds them (tf.print takes
+    either for its stream's name)."""
 
     def items(value: object) -> object:
         if isinstance(value, HeapList):
+            if type(value.real) is not list:  # a tf.Module's ListWrapper prints its own name
+                raise NotConvertible(f"a tf.print of a {type(value.real).__name__} attribute", loc)
             return [items(v) for v in value.materialize()]
-        if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-            return type(value)(items(v) for v in value)
-        if isinstance(value, dict):
-            return {k: items(v) for k, v in value.items()}
+        if type(value) in (list, tuple, dict) or _is_namedtuple(value):
+            parts = list(value.values()) if type(value) is dict else list(value)
+            new = [items(v) for v in parts]
+            if all(a is b for a, b in zip(parts, new)):
+                return value
+            if type(value) is dict:
+                return dict(zip(value.keys(), new))
+            return type(value)(*new) if _is_namedtuple(value) else type(value)(new)
+        if _holds_heap_list(value):
+            raise NotConvertible(f"a tf.print of a {type(value).__name__} holding a list attribute", loc)
         return value
 
     kwargs = {k: items(v) for k, v in kwargs.items()}
@@ -1921,15 +1931,46 @@ def _graph_print_arguments(args: list, kwargs: dict) -> tuple[list, dict]:
     return [items(v) for v in args], kwargs
 
 
-def _holds_variable(value: object) -> bool:
-    """``value`` is a variable, or a list, tuple or dict (a list attribute included) holding one."""
+def _is_namedtuple(value: object) -> bool:
+    return isinstance(value, tuple) and hasattr(type(value), "_fields")
+
+
+def _holds_heap_list(value: object, depth: int = 0) -> bool:
+    if isinstance(value, HeapList):
+        return True
+    return depth < _MAX_DEPTH and any(_holds_heap_list(v, depth + 1) for v in _children(value))
+
+
+def _holds_variable(value: object, depth: int = 0) -> bool:
+    """``value`` is a variable, or a structure holding one: a list, tuple, set or mapping (a list
+    attribute included), or what ``tf.nest`` sees into (attrs classes)."""
     if isinstance(value, HeapList):
         value = value.real  # the attribute's list as the call found it
-    if isinstance(value, (list, tuple)):
-        return any(map(_holds_variable, value))
-    if isinstance(value, dict):
-        return any(map(_holds_variable, value.values()))
-    return _is_variable(value)
+    if _is_variable(value):
+        return True
+    return depth < _MAX_DEPTH and any(_holds_variable(v, depth + 1) for v in _children(value))
+
+
+_MAX_DEPTH = 32  # nesting walked by the checks above; deeper structures are not looked into
+
+
+def _children(value: object) -> list:
+    """The items of a container: a mapping's values, a sequence's or set's items, else what
+    ``tf.nest`` flattens it into (nothing for a leaf)."""
+    if isinstance(value, (str, bytes, tf.Tensor, np.ndarray)):
+        return []
+    if isinstance(value, collections.abc.Mapping):
+        try:
+            return list(value.values())
+        except Exception:  # noqa: BLE001 - a mapping whose values cannot be listed: nothing seen
+            return []
+    if isinstance(value, (list, tuple, set, frozenset, HeapList)):
+        return list(value.real if isinstance(value, HeapList) else value)
+    try:
+        leaves = tf.nest.flatten(value)
+    except (TypeError, ValueError):
+        return []
+    return [] if len(leaves) == 1 and leaves[0] is value else leaves
 
 
 def _is_variable(value: object) -> bool:
