@@ -518,3 +518,40 @@ def test_structures_holding_variables_are_printed_as_eager_prints_them(capfd):
         return step, lambda: (c.v, c.w)
 
     _differential_stderr(make, ONE, capfd, min_graph_calls=0)
+
+
+def test_a_log_call_above_a_graph_print_counts_whatever_its_logger_is_set_to_now(capfd):
+    """A logger off while the graph is built may be switched on later: its call counts on both
+    streams (the graph took it for one that writes nothing, and printed first once it did)."""
+    import logging
+    import sys
+
+    logger = logging.getLogger("janus_test_later_logger")
+    handler = logging.StreamHandler(sys.stderr)
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+
+    def body(c, i):
+        logger.info("pos %d", 1)
+        c.v.assign_add(1.0)
+        tf.print("B", c.v)
+        return c.v + 0.0
+
+    try:
+        eager_fn, eager_state = _make(body)()
+        raw_fn, jit_state = _make(body)()
+        jitted = janus.jit(raw_fn)
+        capfd.readouterr()
+        for n, args in enumerate(ONE):
+            if n == 5:
+                logger.setLevel(logging.INFO)
+            expected = outcome(eager_fn, args)
+            eager_text = _printed(capfd)
+            actual = outcome(jitted, args)
+            assert _printed(capfd) == eager_text, f"call {n}"
+            assert actual[0] == expected[0]
+            assert_same(eager_state(), jit_state(), f"call {n} state")
+        assert "a call of logging made after the graph ran" in janus.explain(jitted)
+    finally:
+        logger.removeHandler(handler)

@@ -117,16 +117,14 @@ def is_tf_print(callee: object) -> bool:
 
 
 def text_streams(fn: Callable, args: tuple, kwargs: dict) -> set[str]:
-    """The streams (``"stdout"``, ``"stderr"``) a deferred call writes text to: none for a file or
-    a summary. A logging call counts where its logger is enabled for its level, on the streams of
-    the handlers its record reaches (``logging.lastResort``'s stderr where none does; the
-    module-level functions' ``basicConfig`` stderr where the root has none); a warning on stderr."""
+    """The streams (``"stdout"``, ``"stderr"``) a deferred call may write text to: none for a file or
+    a summary. A logging call counts on both whatever its logger's level and handlers now (they may
+    change after the graph is built, and a handler may write anywhere); a warning on stderr."""
     target = getattr(fn, "func", None)  # the partials of _deferred_log and _deferred_warning
     if target is replay.warn:
         return {"stderr"}
     if target is replay.log:
-        _site, logger, level, module_level = fn.args
-        return _log_streams(logger, level, module_level)
+        return {"stdout", "stderr"}
     if fn is print:
         return _streams_of(kwargs.get("file"), "stdout")
     if is_tf_print(fn):
@@ -135,23 +133,6 @@ def text_streams(fn: Callable, args: tuple, kwargs: dict) -> set[str]:
             return set() if stream.startswith("file://") else {"stderr"}
         return _streams_of(stream, "stderr")
     return set()
-
-
-def _log_streams(logger: logging.Logger, level: int, module_level: bool) -> set[str]:
-    if module_level and not logging.root.handlers:
-        return {"stderr"}  # basicConfig() then adds a stderr handler
-    if not logger.isEnabledFor(level):
-        return set()
-    streams, found, current = set(), False, logger
-    while current is not None:
-        for handler in current.handlers:
-            found = True
-            if level >= handler.level and isinstance(handler, logging.StreamHandler):
-                streams |= _streams_of(getattr(handler, "stream", None), "stderr")
-        current = current.parent if current.propagate else None
-    if not found and logging.lastResort is not None and level >= logging.lastResort.level:
-        streams.add("stderr")
-    return streams
 
 
 def _streams_of(stream: object, default: str) -> set[str]:
