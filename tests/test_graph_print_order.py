@@ -555,3 +555,34 @@ def test_a_log_call_above_a_graph_print_counts_whatever_its_logger_is_set_to_now
         assert "a call of logging made after the graph ran" in janus.explain(jitted)
     finally:
         logger.removeHandler(handler)
+
+
+def test_a_log_call_above_a_branch_that_prints_keeps_its_place(capfd):
+    """The print-order refusal let the log statement run after the graph (``later``), whose own
+    check saw only top-level prints: the branch's text came out before the log line."""
+    import logging
+    import sys
+
+    logger = logging.getLogger("janus_test_branch_logger")
+    handler = logging.StreamHandler(sys.stderr)
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+    def make():
+        c = Counters()
+
+        def step(i):
+            logger.info("pos %d", 1)
+            c.v.assign_add(1.0)
+            if c.v % 2.0 == 0.0:
+                tf.print("B", c.v)
+            return tf.gather(c.table, i)
+
+        return step, lambda: (c.v, c.table)
+
+    try:
+        jitted = _differential_stderr(make, ONE, capfd, min_graph_calls=0)
+        assert "a call of logging made after the graph ran" in janus.explain(jitted)
+    finally:
+        logger.removeHandler(handler)

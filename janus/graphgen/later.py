@@ -521,7 +521,7 @@ def _compile(frame, node: gast.stmt, graph_inputs: list[str], from_later: list[s
 def tail_resources(graph: tf.Graph, ctx) -> list[tf.Tensor]:
     """The resources the graph updates after its statements run later (put back if one raises),
     once it is checked that no converted code sees their effects (the module docstring)."""
-    from janus.graphgen.ordering import is_state_write, outlives_call
+    from janus.graphgen.ordering import is_state_write, outlives_call, prints
 
     where = ctx.heap.writes[0].location if ctx.heap.writes else ""
     if ctx.store_factory is not None:
@@ -539,7 +539,7 @@ def tail_resources(graph: tf.Graph, ctx) -> list[tf.Tensor]:
         )
     ops = graph.get_operations()
     first, last = ctx.later_marks[0], ctx.later_marks[-1]
-    if any(op.type == "PrintV2" or op.type.startswith("Horovod") for op in ops[first:]):
+    if any(prints(op) or op.type.startswith("Horovod") for op in ops[first:]):  # a branch or loop that prints too
         raise NotConvertible("a tf.print or collective op after a statement run after the graph", where, KIND)
 
     def written(part: list[tf.Operation]) -> dict[int, tf.Tensor]:
