@@ -1,4 +1,5 @@
 import os
+import resource
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -31,3 +32,21 @@ def split_only():
     tests/test_later_statements.py and tests/test_recompute.py run such programs those ways)."""
     janus.config.later_statements = False
     janus.config.recompute_prefix = False
+
+
+# Two test processes share a 24 GiB machine: a test whose process peaks this much above where it
+# started fails, naming itself, before the suite is killed for memory in some other test.
+_PEAK_GROWTH_LIMIT_MIB = 2048
+
+
+@pytest.fixture(autouse=True)
+def bounded_peak_memory(request):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024  # KiB on Linux
+    yield
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024 - before
+    if grown > _PEAK_GROWTH_LIMIT_MIB:
+        pytest.fail(
+            f"{request.node.nodeid} raised its process's peak memory by {grown} MiB (limit "
+            f"{_PEAK_GROWTH_LIMIT_MIB}): make its tensors smaller (TF keeps freed memory for reuse)",
+            pytrace=False,
+        )

@@ -512,11 +512,11 @@ def test_leaf_word_of_another_kind(probe, odd):
 
 _KIND_PROBES = {
     "truthy": lambda w: tf.cast(tf.constant([3.0 if w else 4.0]), tf.float64),
+    # Zero-width fills: a leaf of 2**31 must not allocate 8 GB (TF keeps such memory afterwards).
     "fill_dims": lambda w: (
-        tf.reduce_sum(tf.fill([w, 1], 1.0), 0, keepdims=False)[:1] * 0.0
-        + tf.cast(tf.shape(tf.fill([w], 1.0))[:1], tf.float32)
+        tf.reduce_sum(tf.fill([1, w, 0], 1.0), [1, 2]) + tf.cast(tf.shape(tf.fill([w, 0], 1.0))[:1], tf.float32)
     ),
-    "range": lambda w: tf.cast(tf.reduce_sum(tf.range(w))[None], tf.float64),
+    "range": lambda w: tf.cast(tf.reduce_sum(tf.range(w, w + 3))[None], tf.float64),  # not 2**31 items
     "compare": lambda w: tf.cast(tf.constant([1.0 if w > 2 else (2.0 if w == 2 else 5.0)]), tf.float64),
     "constant": lambda w: tf.cast(tf.constant([w]), tf.float64),
 }
