@@ -586,3 +586,40 @@ def test_a_log_call_above_a_branch_that_prints_keeps_its_place(capfd):
         assert "a call of logging made after the graph ran" in janus.explain(jitted)
     finally:
         logger.removeHandler(handler)
+
+
+def test_a_user_mapping_in_a_print_is_not_looked_into_while_generating(capfd):
+    """Listing a user ``Mapping``'s values runs its code: janus must not run it while it builds a
+    graph (eager runs it at every call). Such a print is taken to hold a variable: not deferred,
+    and a graph op that would run user code is refused."""
+    import collections.abc
+
+    def make():
+        c = Counters()
+        reads = []
+
+        class Counting(collections.abc.Mapping):
+            def __getitem__(self, key):
+                reads.append(key)
+                return 1
+
+            def __iter__(self):
+                return iter(["n"])
+
+            def __len__(self):
+                return 1
+
+            def __repr__(self):
+                return "Counting(1)"
+
+        mapping = Counting()
+
+        def step(i):
+            tf.print("A", mapping)
+            c.v.assign_add(tf.cast(i, tf.float32))
+            return c.v + 0.0
+
+        return step, lambda: (c.v, len(reads))
+
+    jitted = _differential_stderr(make, ONE, capfd, min_graph_calls=0)
+    assert "listing its items runs user code" in janus.explain(jitted)

@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import functools
 import inspect
+import itertools
 import operator
 import sys
 import types
@@ -1238,7 +1239,11 @@ class Interpreter:
         if materialized:
             value = value.materialize()  # a list attribute holding variables is checked as a local list
         if not keep_variables and _holds_variable(value):
-            raise NotConvertible("a tf.Variable handed to a deferred call (its text shows a later value)", loc)
+            raise NotConvertible(
+                "a tf.Variable, or a container of user code that may hold one, handed to a deferred call (its "
+                "text would show a later value)",
+                loc,
+            )
         if materialized:
             return value
         if isinstance(value, NumpyArray):
@@ -1908,20 +1913,25 @@ def _graph_print_arguments(args: list, kwargs: dict, loc: str) -> tuple[list, di
     print as another type), and ``sys.stdout``/``sys.stderr`` as the call finds them (tf.print takes
     either for its stream's name)."""
 
-    def items(value: object) -> object:
+    def items(value: object, depth: int = 0) -> object:
+        if depth > _MAX_DEPTH:
+            raise NotConvertible("a tf.print of a structure nested too deep to look through", loc)
         if isinstance(value, HeapList):
             if type(value.real) is not list:  # a tf.Module's ListWrapper prints its own name
                 raise NotConvertible(f"a tf.print of a {type(value.real).__name__} attribute", loc)
-            return [items(v) for v in value.materialize()]
+            return [items(v, depth + 1) for v in value.materialize()]
         if type(value) in (list, tuple, dict) or _is_namedtuple(value):
-            parts = list(value.values()) if type(value) is dict else list(value)
-            new = [items(v) for v in parts]
+            base_iter = list.__iter__ if type(value) is list else tuple.__iter__
+            parts = list(dict.values(value)) if type(value) is dict else list(base_iter(value))
+            new = [items(v, depth + 1) for v in parts]
             if all(a is b for a, b in zip(parts, new)):
                 return value
             if type(value) is dict:
-                return dict(zip(value.keys(), new))
+                return dict(zip(dict.keys(value), new))
             return type(value)(*new) if _is_namedtuple(value) else type(value)(new)
-        if _holds_heap_list(value):
+        if _children(value) is None:
+            raise NotConvertible(f"a tf.print of a {type(value).__name__}: listing its items runs user code", loc)
+        if _reaches(value, lambda item: isinstance(item, HeapList)):
             raise NotConvertible(f"a tf.print of a {type(value).__name__} holding a list attribute", loc)
         return value
 
@@ -1935,42 +1945,66 @@ def _is_namedtuple(value: object) -> bool:
     return isinstance(value, tuple) and hasattr(type(value), "_fields")
 
 
-def _holds_heap_list(value: object, depth: int = 0) -> bool:
-    if isinstance(value, HeapList):
-        return True
-    return depth < _MAX_DEPTH and any(_holds_heap_list(v, depth + 1) for v in _children(value))
-
-
-def _holds_variable(value: object, depth: int = 0) -> bool:
+def _holds_variable(value: object) -> bool:
     """``value`` is a variable, or a structure holding one: a list, tuple, set or mapping (a list
-    attribute included), or what ``tf.nest`` sees into (attrs classes)."""
+    attribute included). A container of user code (a user ``Mapping``) is taken to hold one:
+    looking into it would run its code now."""
+    return _reaches(value, lambda item: _is_variable(item.real if isinstance(item, HeapList) else item))
+
+
+_MAX_ITEMS = 10_000  # items looked through by _reaches; a larger structure counts as reaching one
+_MAX_DEPTH = 32  # nesting a graph tf.print's arguments are rebuilt through
+
+
+def _reaches(value: object, found: Callable[[object], bool]) -> bool:
+    """Whether ``value`` or an item nested in it is ``found``, walking each object once and running
+    no user code (``_children``); True where that cannot be told."""
+    pending, seen = [value], set()
+    while pending:
+        item = pending.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if len(seen) > _MAX_ITEMS or found(item):
+            return True
+        children = _children(item)
+        if children is None:
+            return True
+        pending.extend(children)
+    return False
+
+
+def _children(value: object) -> list | None:
+    """The items of a container: a list attribute's, a mapping's values, a list's, tuple's or set's
+    items; nothing for any other object (``tf.nest`` is not used: it would list a ``range`` or run a
+    user ``Sequence``'s code). None for a container of user code, whose items cannot be listed
+    without running it."""
     if isinstance(value, HeapList):
-        value = value.real  # the attribute's list as the call found it
-    if _is_variable(value):
-        return True
-    return depth < _MAX_DEPTH and any(_holds_variable(v, depth + 1) for v in _children(value))
-
-
-_MAX_DEPTH = 32  # nesting walked by the checks above; deeper structures are not looked into
-
-
-def _children(value: object) -> list:
-    """The items of a container: a mapping's values, a sequence's or set's items, else what
-    ``tf.nest`` flattens it into (nothing for a leaf)."""
+        value = value.real
     if isinstance(value, (str, bytes, tf.Tensor, np.ndarray)):
         return []
-    if isinstance(value, collections.abc.Mapping):
+    if isinstance(value, dict):
+        return _at_most(dict.values(value))
+    for base in (list, tuple, set, frozenset):  # their own iteration, not a subclass's
+        if isinstance(value, base):
+            try:
+                return _at_most(base.__iter__(value))
+            except TypeError:
+                break  # a proxy (TF's _TupleWrapper): the library's own iteration below
+    if isinstance(value, (collections.abc.Mapping, list, tuple, set, frozenset)):
+        if is_user_object(value):
+            return None
         try:
-            return list(value.values())
-        except Exception:  # noqa: BLE001 - a mapping whose values cannot be listed: nothing seen
-            return []
-    if isinstance(value, (list, tuple, set, frozenset, HeapList)):
-        return list(value.real if isinstance(value, HeapList) else value)
-    try:
-        leaves = tf.nest.flatten(value)
-    except (TypeError, ValueError):
-        return []
-    return [] if len(leaves) == 1 and leaves[0] is value else leaves
+            return _at_most(value.values() if isinstance(value, collections.abc.Mapping) else value)
+        except Exception:  # noqa: BLE001 - a library container that cannot be listed: not seen into
+            return None
+    return []  # another object: a leaf (a variable held in its attributes is a known gap)
+
+
+def _at_most(items) -> list | None:
+    """``items`` as a list, or None where there are more than ``_MAX_ITEMS`` (not looked through)."""
+    listed = list(itertools.islice(items, _MAX_ITEMS + 1))
+    return None if len(listed) > _MAX_ITEMS else listed
 
 
 def _is_variable(value: object) -> bool:
