@@ -125,6 +125,30 @@ def run_differential(
     return jitted
 
 
+def run_differential_fd(make, calls, capfd, *, prefixes: tuple[str, ...], min_graph_calls: int) -> janus.JitFunction:
+    """``run_differential`` that also compares the lines starting with ``prefixes`` that each call
+    writes to the process's stdout and stderr (``capfd``): where a graph ``tf.print`` writes."""
+    eager_fn, eager_state = make()
+    raw_fn, jit_state = make()
+    jitted = janus.jit(raw_fn)
+    capfd.readouterr()
+    for n, args in enumerate(calls):
+        expected = outcome(eager_fn, args)
+        eager_text = fd_lines(capfd, prefixes)
+        actual = outcome(jitted, args)
+        janus_text = fd_lines(capfd, prefixes)
+        assert janus_text == eager_text, f"call {n}: eager printed {eager_text}, janus {janus_text}"
+        assert_same_call(n, expected, actual, eager_state, jit_state)
+    assert_served(jitted, min_graph_calls)
+    return jitted
+
+
+def fd_lines(capfd, prefixes: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """The lines starting with ``prefixes`` written to stdout and to stderr since the last read."""
+    captured = capfd.readouterr()
+    return tuple([line for line in text.splitlines() if line.startswith(prefixes)] for text in captured)
+
+
 def assert_same_call(n: int, expected: tuple, actual: tuple, eager_state, jit_state) -> None:
     """Call ``n`` gave eager's outcome (result or exception, printed/warned/logged effects) and state."""
     assert actual[0] == expected[0], f"call {n}: eager {expected}, janus {actual}"

@@ -1240,8 +1240,8 @@ class Interpreter:
             value = value.materialize()  # a list attribute holding variables is checked as a local list
         if not keep_variables and _holds_variable(value):
             raise NotConvertible(
-                "a tf.Variable, or a container of user code that may hold one, handed to a deferred call (its "
-                "text would show a later value)",
+                "a tf.Variable, or an object whose text may show one (a user container, or a __repr__ of user "
+                "code), handed to a deferred call: its text would show a later value",
                 loc,
             )
         if materialized:
@@ -1930,7 +1930,17 @@ def _graph_print_arguments(args: list, kwargs: dict, loc: str) -> tuple[list, di
                 return dict(zip(dict.keys(value), new))
             return type(value)(*new) if _is_namedtuple(value) else type(value)(new)
         if _children(value) is None:
-            raise NotConvertible(f"a tf.print of a {type(value).__name__}: listing its items runs user code", loc)
+            raise NotConvertible(
+                f"a tf.print of a {type(value).__name__}: its items or text come from user code (eager runs it "
+                "at each call)",
+                loc,
+            )
+        if _shows_attributes(value) and _children(value):
+            raise NotConvertible(
+                f"a tf.print of a {type(value).__name__}: the attributes its text shows would be read once, when "
+                "the graph is built",
+                loc,
+            )
         if _reaches(value, lambda item: isinstance(item, HeapList)):
             raise NotConvertible(f"a tf.print of a {type(value).__name__} holding a list attribute", loc)
         return value
@@ -1998,7 +2008,56 @@ def _children(value: object) -> list | None:
             return _at_most(value.values() if isinstance(value, collections.abc.Mapping) else value)
         except Exception:  # noqa: BLE001 - a library container that cannot be listed: not seen into
             return None
-    return []  # another object: a leaf (a variable held in its attributes is a known gap)
+    if _shows_attributes(value):
+        return _shown_attributes(value)
+    return []  # a library object: a leaf, whose text is the library's own
+
+
+_TEXT_METHODS = ("__repr__", "__str__", "__format__")
+
+
+def _shows_attributes(value: object) -> bool:
+    """A user object or ``SimpleNamespace``: its text may show what its attributes hold."""
+    return is_user_object(value) or isinstance(value, types.SimpleNamespace)
+
+
+def _shown_attributes(value: object) -> list | None:
+    """The attributes an object's text may show: none for object's own text (its type and address)
+    or a library class's, the instance attributes for a dataclass's generated ``__repr__`` or a
+    ``SimpleNamespace``'s; None where its text is user code (it may read anything)."""
+    shows_fields = False
+    for name in _TEXT_METHODS:
+        method = getattr(type(value), name)
+        if method is getattr(object, name):
+            continue
+        if method is getattr(types.SimpleNamespace, name, None) or _is_generated_repr(method):
+            shows_fields = True
+        elif is_user_object(method):
+            return None
+    return _instance_attributes(value) if shows_fields else []
+
+
+def _is_generated_repr(method: object) -> bool:
+    """A ``__repr__`` that ``dataclasses`` wrote: it shows the fields, read as attributes."""
+    return getattr(getattr(method, "__wrapped__", None), "__qualname__", "") == "__create_fn__.<locals>.__repr__"
+
+
+def _instance_attributes(value: object) -> list | None:
+    """An object's ``__dict__`` and slot values, read without running its code."""
+    try:
+        attributes = object.__getattribute__(value, "__dict__")
+    except AttributeError:
+        attributes = {}
+    if type(attributes) is not dict:
+        return None
+    found = _at_most(dict.values(attributes))
+    for cls in type(value).__mro__:
+        for name in cls.__dict__.get("__slots__", ()):
+            slot = cls.__dict__.get(name)
+            if isinstance(slot, types.MemberDescriptorType) and found is not None:
+                with contextlib.suppress(AttributeError):
+                    found.append(slot.__get__(value))
+    return found
 
 
 def _at_most(items) -> list | None:

@@ -1,0 +1,152 @@
+"""Printing an object whose text shows state: a dataclass, a ``SimpleNamespace`` or a class with its
+own ``__repr__``, holding a variable the call updates below the print, or a field it changes.
+
+Eager formats the text when the print runs. janus defers a ``print`` (or a ``tf.print`` of no
+tensors) until after the graph, and formats a graph ``tf.print``'s Python values once, when it
+builds the graph: either is right only where the text cannot show what the call changes. Each test
+compares stdout and stderr call by call, and the state after each call.
+"""
+
+import dataclasses
+import logging
+import types
+
+import pytest
+import tensorflow as tf
+from differential import assert_served, run_differential_fd
+
+import janus
+
+
+@dataclasses.dataclass
+class Holder:
+    value: object
+
+
+@dataclasses.dataclass(slots=True)
+class SlotHolder:
+    value: object
+
+
+class Shows:
+    """A ``__repr__`` of user code, reading the variable's value through an attribute."""
+
+    def __init__(self, v):
+        self.v = v
+
+    def __repr__(self):
+        return f"Shows({float(self.v.numpy())})"
+
+
+class Opaque:
+    """object's own text: its type and address, which no call changes."""
+
+    def __init__(self, v):
+        self.v = v
+
+
+def _differential_text(make, calls, capfd, min_graph_calls: int) -> janus.JitFunction:
+    return run_differential_fd(make, calls, capfd, prefixes=("A ", "B "), min_graph_calls=min_graph_calls)
+
+
+CALLS = [(tf.constant(float(i)),) for i in range(8)]
+
+_WRAPS = {
+    "dataclass": Holder,
+    "slots_dataclass": SlotHolder,
+    "namespace": lambda v: types.SimpleNamespace(value=v),
+    "own_repr": Shows,
+    "list_of_dataclass": lambda v: [Holder(v)],
+    "dict_of_namespace": lambda v: {"k": types.SimpleNamespace(value=v)},
+}
+
+PRINTERS = ["print", "print_sep", "tf_print", "tf_print_with_a_tensor"]
+
+
+@pytest.mark.parametrize("printer", PRINTERS)
+@pytest.mark.parametrize("wrap", sorted(_WRAPS))
+def test_an_object_holding_a_variable_updated_below_the_print(wrap, printer, capfd):
+    def make():
+        v = tf.Variable(1.0)
+        shown = _WRAPS[wrap](v)
+
+        def step(x):
+            if printer == "print":
+                print("A", shown)
+            elif printer == "print_sep":
+                print("A", shown, sep="|")
+            elif printer == "tf_print":
+                tf.print("A", shown)
+            else:
+                tf.print("A", shown, x)
+            v.assign_add(x + 1.0)
+            return v * 2.0
+
+        return step, lambda: v
+
+    _differential_text(make, CALLS, capfd, min_graph_calls=0)
+
+
+def test_a_log_record_of_an_object_holding_a_variable(capfd):
+    logger = logging.getLogger("janus_test_print_user_objects")
+    handler = logging.StreamHandler()  # stderr, formatted as it is emitted
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+
+        def make():
+            v = tf.Variable(1.0)
+            shown = Holder(v)
+
+            def step(x):
+                logger.info("A %s", shown)
+                v.assign_add(x)
+                return v + 0.0
+
+            return step, lambda: v
+
+        _differential_text(make, CALLS, capfd, min_graph_calls=0)
+    finally:
+        logger.removeHandler(handler)
+
+
+@pytest.mark.parametrize("printer", ["print", "tf_print", "tf_print_with_a_tensor"])
+def test_a_dataclass_whose_field_the_call_changes_keeps_its_graph(printer, capfd):
+    """Fields are heap state: the text shows the value before the update, as in eager."""
+
+    def make():
+        v = tf.Variable(0.0)
+        shown = Holder(0)
+
+        def step(x):
+            if printer == "print":
+                print("A", shown)
+            elif printer == "tf_print":
+                tf.print("A", shown)
+            else:
+                tf.print("A", shown, x)
+            shown.value += 1
+            v.assign_add(x)
+            return v + 0.0
+
+        return step, lambda: (v, shown.value)
+
+    _differential_text(make, CALLS, capfd, min_graph_calls=3)
+
+
+def test_an_object_with_objects_own_text_keeps_its_graph(capfd):
+    """Its text is its type and address: printed after the graph, it is what eager printed."""
+    v = tf.Variable(0.0)
+    shown = Opaque(v)
+
+    def step(x):
+        print("A", shown)
+        v.assign_add(x)
+        return v + 0.0
+
+    jitted = janus.jit(step)
+    for (x,) in CALLS:
+        jitted(x)
+    assert capfd.readouterr().out.splitlines() == [f"A {shown!r}"] * len(CALLS)
+    assert float(v.numpy()) == sum(range(8))
+    assert_served(jitted, 3)
