@@ -150,3 +150,49 @@ def test_an_object_with_objects_own_text_keeps_its_graph(capfd):
     assert capfd.readouterr().out.splitlines() == [f"A {shown!r}"] * len(CALLS)
     assert float(v.numpy()) == sum(range(8))
     assert_served(jitted, 3)
+
+
+_MODULE_ATTRIBUTES = ["dict", "ordered_dict", "list", "list_in_a_tuple"]
+
+
+@pytest.mark.parametrize("printer", PRINTERS)
+@pytest.mark.parametrize("attribute", _MODULE_ATTRIBUTES)
+def test_a_tf_module_container_attribute_prints_as_its_wrapper(attribute, printer, capfd):
+    """A ``tf.Module`` wraps a dict or list attribute in a ``DictWrapper`` or ``ListWrapper``, whose
+    text names it (``tf.print``, ``repr``) or shows the wrapped type (``OrderedDict``): janus's plain
+    copy of it printed as a plain dict or list."""
+    import collections
+
+    class Model(tf.Module):  # a user subclass: janus reads its attributes from the heap
+        pass
+
+    def make():
+        module = Model()
+        module.v = tf.Variable(1.0)
+        module.dict = {"a": 1}
+        module.ordered_dict = collections.OrderedDict(b=2)
+        module.list = [3]
+
+        def step(x):
+            if attribute == "dict":
+                shown = module.dict
+            elif attribute == "ordered_dict":
+                shown = module.ordered_dict
+            elif attribute == "list":
+                shown = module.list
+            else:
+                shown = (module.list, 4)
+            if printer == "print":
+                print("A", shown)
+            elif printer == "print_sep":
+                print("A", shown, sep="|")
+            elif printer == "tf_print":
+                tf.print("A", shown)
+            else:
+                tf.print("A", shown, x)
+            module.v.assign_add(x)
+            return module.v + 0.0
+
+        return step, lambda: module.v
+
+    _differential_text(make, CALLS, capfd, min_graph_calls=0)

@@ -73,6 +73,7 @@ class GenerationContext:
         self.later_arrays: set[int] = set()  # ids of the argument/attribute arrays statements run later read
         self.arrays_read_later: set[int] = set()  # ids of the arrays whose contents the graph reads after one
         self._origins: dict[int, Source] = {}  # id(heap snapshot or argument container) -> its source
+        self._origin_types: dict[int, type] = {}  # id(heap snapshot) -> the type of what it copies
         self._views: dict[int, object] = {}  # id(heap list/dict) -> its local view in this generation
         self.store_factory: pyheap.StoreFactory | None = None  # set when the graph uses the heap ops
         self._store_inputs: dict[object, tf.Tensor] = {}
@@ -222,6 +223,7 @@ class GenerationContext:
                 return self._views[id(value)]
             self.guard(GuardKind.LENGTH_MATCH, source, len(value), key, loc)
             snapshot = [self.read_heap(v, source.item(i), loc) for i, v in enumerate(value)]
+            self._origin_types[id(snapshot)] = type(value)
             return self.mark_heap_container(snapshot, source)
         if _is_dict(value):
             keys = tuple(value)
@@ -229,6 +231,7 @@ class GenerationContext:
                 raise NotConvertible(f"{what} is a dict with non-constant keys", loc)
             self.guard(GuardKind.KEYS_MATCH, source, keys, key, loc)
             snapshot = {k: self.read_heap(value[k], source.item(k, self.const), loc) for k in keys}
+            self._origin_types[id(snapshot)] = type(value)
             self._views[id(value)] = self.mark_heap_container(snapshot, source)
             return snapshot
         if type(value) is set:
@@ -679,6 +682,14 @@ class GenerationContext:
 
     def is_heap_container(self, container: object) -> bool:
         return id(container) in self._heap_containers
+
+    def copied_type(self, value: object) -> type | None:
+        """The type of the heap container that ``value`` is a local copy of (a dict, a TF
+        ``DictWrapper``, a Keras ``TrackedList``), or a list attribute's view (``HeapList``) stands
+        for; None for any other value."""
+        if isinstance(value, HeapList):
+            return type(value.real)
+        return self._origin_types.get(id(value))
 
     def failed(self, key: str) -> bool:
         """Whether an assumption with this key has failed before (then it is not made again)."""

@@ -1235,6 +1235,12 @@ class Interpreter:
 
     def _runtime_value(self, value: object, loc: str, keep_variables: bool = False) -> object:
         """A value a deferred call or formatting may hold: materialised after the graph ran."""
+        if _reaches(value, lambda item: _text_shows_own_type(self.ctx.copied_type(item))):
+            raise NotConvertible(
+                "a ListWrapper or DictWrapper attribute handed to a deferred call: janus holds a plain copy, whose "
+                "text differs",
+                loc,
+            )
         materialized = isinstance(value, HeapList)
         if materialized:
             value = value.materialize()  # a list attribute holding variables is checked as a local list
@@ -1292,7 +1298,7 @@ class Interpreter:
     def call_graph_library(self, callee: object, args: list, kwargs: dict, loc: str) -> object:
         """TensorFlow/Keras on symbolic tensors, in the sandbox that refuses user code."""
         if effects.is_tf_print(callee):
-            args, kwargs = _graph_print_arguments(args, kwargs, loc)
+            args, kwargs = _graph_print_arguments(args, kwargs, loc, self.ctx.copied_type)
         _no_eager_tape(getattr(callee, "__self__", None), f"{getattr(callee, '__name__', 'a method')}()", loc)
         self.ctx.guard_keras_state(getattr(callee, "__self__", callee), loc)  # opt.apply_gradients, loss_fn(...)
         if purity.implementation_module(callee).startswith(("keras.", "tf_keras.")):
@@ -1907,7 +1913,9 @@ def fn_sets_step(deferred: effects.Deferred) -> bool:
     return getattr(deferred.fn, "__name__", "") == "set_step"
 
 
-def _graph_print_arguments(args: list, kwargs: dict, loc: str) -> tuple[list, dict]:
+def _graph_print_arguments(
+    args: list, kwargs: dict, loc: str, copied_type: Callable[[object], type | None]
+) -> tuple[list, dict]:
     """A graph ``tf.print``'s arguments: list attributes as their items, nested in plain lists,
     tuples, namedtuples and dicts too (another container holding one is refused: rebuilt, it would
     print as another type), and ``sys.stdout``/``sys.stderr`` as the call finds them (tf.print takes
@@ -1916,9 +1924,9 @@ def _graph_print_arguments(args: list, kwargs: dict, loc: str) -> tuple[list, di
     def items(value: object, depth: int = 0) -> object:
         if depth > _MAX_DEPTH:
             raise NotConvertible("a tf.print of a structure nested too deep to look through", loc)
+        if _text_shows_own_type(copied_type(value)):  # a tf.Module's ListWrapper, DictWrapper
+            raise NotConvertible(f"a tf.print of a {copied_type(value).__name__} attribute", loc)
         if isinstance(value, HeapList):
-            if type(value.real) is not list:  # a tf.Module's ListWrapper prints its own name
-                raise NotConvertible(f"a tf.print of a {type(value.real).__name__} attribute", loc)
             return [items(v, depth + 1) for v in value.materialize()]
         if type(value) in (list, tuple, dict) or _is_namedtuple(value):
             base_iter = list.__iter__ if type(value) is list else tuple.__iter__
@@ -1949,6 +1957,17 @@ def _graph_print_arguments(args: list, kwargs: dict, loc: str) -> tuple[list, di
     if isinstance(kwargs.get("output_stream"), LateRead):
         kwargs["output_stream"] = kwargs["output_stream"].read()
     return [items(v) for v in args], kwargs
+
+
+def _text_shows_own_type(copied_type: type | None) -> bool:
+    """A heap container's type whose text is not a plain list's or dict's (TF's ``ListWrapper`` and
+    ``DictWrapper``; not Keras 3's ``TrackedList``): janus's plain copy would print differently."""
+    if copied_type is None or copied_type in (list, dict):
+        return False
+    plain = list if issubclass(copied_type, list) else dict if issubclass(copied_type, dict) else None
+    if plain is None:
+        return True  # a proxy (``DictWrapper``), whose text names it
+    return any(getattr(copied_type, m) is not getattr(plain, m) for m in ("__repr__", "__str__"))
 
 
 def _is_namedtuple(value: object) -> bool:
