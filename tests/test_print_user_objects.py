@@ -7,10 +7,16 @@ builds the graph: either is right only where the text cannot show what the call 
 compares stdout and stderr call by call, and the state after each call.
 """
 
+import argparse
+import collections
+import collections.abc
 import dataclasses
+import functools
+import io
 import logging
 import types
 
+import numpy as np
 import pytest
 import tensorflow as tf
 from differential import assert_served, run_differential_fd
@@ -196,3 +202,147 @@ def test_a_tf_module_container_attribute_prints_as_its_wrapper(attribute, printe
         return step, lambda: module.v
 
     _differential_text(make, CALLS, capfd, min_graph_calls=0)
+
+
+class History(list):
+    """A list subclass with its own text (a metrics log that shows the current learning rate)."""
+
+    def __init__(self, rate):
+        super().__init__()
+        self.rate = rate
+
+    def __repr__(self):
+        return f"History(rate={float(self.rate.numpy())})"
+
+
+class Settings(dict):
+    def __repr__(self):
+        return f"Settings({float(self['rate'].numpy())})"
+
+
+_LIBRARY_HOLDERS = {
+    "deque": lambda v: collections.deque([v]),
+    "partial": lambda v: functools.partial(print, v),
+    "argparse_namespace": lambda v: argparse.Namespace(rate=v),
+    "slice": lambda v: slice(0, v),
+    "object_array": lambda v: np.array([v, 1], dtype=object),
+    "list_subclass_with_its_own_repr": History,
+    "dict_subclass_with_its_own_repr": lambda v: Settings(rate=v),
+}
+
+
+@pytest.mark.parametrize("printer", ["print", "tf_print", "tf_print_with_a_tensor"])
+@pytest.mark.parametrize("holder", sorted(_LIBRARY_HOLDERS))
+def test_a_library_object_or_container_subclass_whose_text_shows_a_variable(holder, printer, capfd):
+    """Text janus does not know (a library type not on its list, a container subclass's own
+    ``__repr__``) counts as showing anything: such a print keeps its place."""
+
+    def make():
+        v = tf.Variable(1.0)
+        shown = _LIBRARY_HOLDERS[holder](v)
+
+        def step(x):
+            if printer == "print":
+                print("A", shown)
+            elif printer == "tf_print":
+                tf.print("A", shown)
+            else:
+                tf.print("A", shown, x)
+            v.assign_add(x + 1.0)
+            return v * 2.0
+
+        return step, lambda: v
+
+    _differential_text(make, CALLS, capfd, min_graph_calls=0)
+
+
+class Rebuilt(list):
+    """A list subclass whose constructor tf.nest cannot call: eager's tf.print raises on it."""
+
+    def __init__(self):
+        super().__init__([1, 2])
+
+
+def test_a_tf_print_eager_raises_on_leaves_the_update_below_it_undone(capfd):
+    def make():
+        v = tf.Variable(1.0)
+        shown = Rebuilt()
+
+        def step(x):
+            tf.print("A", shown)
+            v.assign_add(x + 1.0)
+            return v * 2.0
+
+        return step, lambda: v
+
+    _differential_text(make, CALLS, capfd, min_graph_calls=0)
+
+
+def test_a_print_to_a_file_closed_after_the_graph_was_built(capfd):
+    """Eager's print raises before the update below it; a deferred one raised after the graph ran."""
+
+    def make():
+        v = tf.Variable(1.0)
+        log = io.StringIO()
+
+        def step(x):
+            print("A", x, file=log)
+            v.assign_add(x + 1.0)
+            return v * 2.0
+
+        def state():
+            if float(v.numpy()) > 10.0 and not log.closed:
+                log.close()
+            return v, log.closed
+
+        return step, state
+
+    jitted = _differential_text(make, CALLS, capfd, min_graph_calls=1)
+    assert "the file print() writes to is open" in janus.explain(jitted)
+
+
+def test_a_user_sequence_printed_runs_none_of_its_code_while_the_graph_is_built(capfd):
+    """Eager's print shows its default text, running none of its methods: neither may janus (it
+    listed the items with ``tf.nest`` to look for graph tensors, running them while it built)."""
+
+    def make():
+        runs = []
+
+        class Pair(collections.abc.Sequence):
+            def __getitem__(self, i):
+                runs.append("getitem")
+                return (1, 2)[i]
+
+            def __len__(self):
+                runs.append("len")
+                return 2
+
+        v = tf.Variable(1.0)
+        pair = Pair()
+        sink = io.StringIO()  # its text shows the address, which differs between the two runs
+
+        def step(x):
+            print("A", pair, file=sink)
+            v.assign_add(x + 1.0)
+            return v * 2.0
+
+        return step, lambda: (v, len(runs), len(sink.getvalue().splitlines()))
+
+    _differential_text(make, CALLS, capfd, min_graph_calls=0)
+
+
+def test_a_list_that_holds_itself_is_printed_from_a_graph_call(capfd):
+    def make():
+        v = tf.Variable(1.0)
+        loop = [1]
+        loop.append(loop)
+
+        def step(x):
+            print("A", loop)
+            v.assign_add(x + 1.0)
+            return v * 2.0
+
+        return step, lambda: v
+
+    jitted = _differential_text(make, CALLS, capfd, min_graph_calls=3)
+    assert "internal error" not in janus.explain(jitted)

@@ -658,16 +658,20 @@ class GenerationContext:
         self.later_mutables |= mutables
         self.heap.log(Write("statement", fn, None, None, (values, {}), loc))
 
-    def _check_storable(self, value: object, loc: str) -> None:
+    def _check_storable(self, value: object, loc: str, _seen: set[int] | None = None) -> None:
+        seen = set() if _seen is None else _seen
+        if id(value) in seen:
+            return  # a container that holds itself: checked once
+        seen.add(id(value))
         if isinstance(value, (list, tuple)):
             for item in value:
-                self._check_storable(item, loc)
+                self._check_storable(item, loc, seen)
         elif isinstance(value, dict):
             for item in value.values():
-                self._check_storable(item, loc)
+                self._check_storable(item, loc, seen)
         elif isinstance(value, Formatted):
-            self._check_storable(value.args, loc)
-            self._check_storable(value.kwargs, loc)
+            self._check_storable(value.args, loc, seen)
+            self._check_storable(value.kwargs, loc, seen)
         elif type(value).__name__ in ("TensorList", "SymbolicRange", "LocalFunction", "NumpyScalar") or (
             isinstance(value, tf.Tensor) and not is_symbolic(value) and not isinstance(value, EagerTensor)
         ):
@@ -1108,16 +1112,25 @@ def super_lookup(start: type, cls: type, attr: str) -> tuple[type | None, object
     return None, _MISSING
 
 
-def snapshot(value: object) -> object:
-    """A copy of the containers within ``value`` as they are now (tensors and objects shared)."""
+def snapshot(value: object, _copies: dict[int, object] | None = None) -> object:
+    """A copy of the containers within ``value`` as they are now (tensors and objects shared; a
+    list or dict that holds itself, copied once)."""
+    copies = {} if _copies is None else _copies
     if isinstance(value, HeapList):
         value = value.materialize()
-    if type(value) in (list, tuple, set, frozenset):
-        return type(value)(snapshot(v) for v in value)
-    if type(value) is dict:
-        return {k: snapshot(v) for k, v in value.items()}
+    if id(value) in copies:
+        return copies[id(value)]
+    if type(value) in (list, dict):
+        copy = copies[id(value)] = type(value)()
+        if type(value) is list:
+            copy.extend(snapshot(v, copies) for v in value)
+        else:
+            copy.update((k, snapshot(v, copies)) for k, v in value.items())
+        return copy
+    if type(value) in (tuple, set, frozenset):
+        return type(value)(snapshot(v, copies) for v in value)
     if isinstance(value, Formatted):
-        return Formatted(value.make, snapshot(value.args), snapshot(value.kwargs))
+        return Formatted(value.make, snapshot(value.args, copies), snapshot(value.kwargs, copies))
     return value
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import io
 import logging
 import sys
 import types
@@ -19,7 +20,7 @@ from collections.abc import Callable
 
 from janus.executor import replay
 from janus.graphgen.errors import NotConvertible
-from janus.graphgen.values import is_plain
+from janus.graphgen.values import is_plain, is_user_object
 
 
 @dataclasses.dataclass
@@ -38,7 +39,7 @@ def deferred_call(callee: object, args: list, kwargs: dict, site: replay.CallSit
     if callee is print:
         if set(kwargs) - {"sep", "end", "file", "flush"}:
             raise NotConvertible("print() with these arguments is not deferred", loc)
-        return Deferred(print, args, kwargs)
+        return Deferred(print, args, kwargs, _file_guards(kwargs.get("file"), loc))
     if callee is warnings.warn:
         return _deferred_warning(args, kwargs, site, loc)
     if is_tf_print(callee):  # eager's own tf.print, on the materialised tensors
@@ -47,6 +48,21 @@ def deferred_call(callee: object, args: list, kwargs: dict, site: replay.CallSit
     if isinstance(owner, logging.Logger) or (isinstance(callee, types.FunctionType) and callee.__module__ == "logging"):
         return _deferred_log(callee, owner, args, kwargs, site, loc)
     return _deferred_summary(callee, args, kwargs, loc)
+
+
+def _file_guards(file: object, loc: str) -> list:
+    """A file ``print`` writes to after the graph ran must take the text as it would at the call:
+    ``sys.stdout``/``sys.stderr`` as read then, or a library file (``open()``'s, ``io.StringIO``)
+    checked to be open before each call. Another object's ``write`` is code janus does not look into."""
+    if file is None or _stream_of(file, "stdout") is not None:
+        return []
+    if not isinstance(file, io.IOBase) or is_user_object(file):
+        raise NotConvertible(f"print() to a {type(file).__name__}: its write() is not deferred", loc)
+    return [(functools.partial(_is_closed, file), False, "the file print() writes to is open")]
+
+
+def _is_closed(file: io.IOBase) -> bool:
+    return file.closed
 
 
 def _deferred_warning(args: list, kwargs: dict, site: replay.CallSite, loc: str) -> Deferred:

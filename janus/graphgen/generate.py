@@ -32,7 +32,7 @@ from janus.assumptions.specs import (
     TensorArg,
     UnusedArg,
 )
-from janus.graphgen import datasets, effects, exact_rewrites, gathered_reads, later, row_saves
+from janus.graphgen import datasets, effects, exact_rewrites, gathered_reads, later, row_saves, shown
 from janus.graphgen.batch_lists import BatchList
 from janus.graphgen.captures import eager_tensors_as_placeholders
 from janus.graphgen.context import GenerationContext, LateRead
@@ -533,6 +533,7 @@ class _Flattener:
         self._ctx = ctx
         self._params = ", ".join(f"a{i}" for i in range(nargs))
         self._indices: dict[int, int] = {}  # id(graph tensor) -> its output: one object per call
+        self._within: set[int] = set()  # the containers being flattened now
 
     def _source(self, source: Source | str) -> tuple:
         """The object at ``source`` when the call started: eager's very object (an argument tensor
@@ -541,6 +542,17 @@ class _Flattener:
         return ("source", getter)
 
     def __call__(self, value: object, loc: str) -> tuple:
+        if type(value) not in (list, tuple, dict) and not is_plain_namedtuple(type(value)):
+            return self._flatten(value, loc)
+        if id(value) in self._within:
+            raise NotConvertible(f"returns or stores a {type(value).__name__} that holds itself", loc)
+        self._within.add(id(value))
+        try:
+            return self._flatten(value, loc)
+        finally:
+            self._within.discard(id(value))
+
+    def _flatten(self, value: object, loc: str) -> tuple:
         outputs = self.outputs
         if isinstance(value, PyNumber):
             outputs.append(value.tensor)
@@ -590,8 +602,12 @@ class _Flattener:
             raise NotConvertible("returns an object known only at run time", loc)
         if isinstance(value, tf.GradientTape):  # the graph's tape recorded the graph's ops, not the caller's
             raise NotConvertible("returns or stores a GradientTape made in the function", loc)
-        if any(is_symbolic(leaf) for leaf in tf.nest.flatten(value)):  # a graph tensor must not escape
-            raise NotConvertible(f"returns a {type(value).__name__} holding tensors made by the graph", loc)
+        if shown.reaches(value, is_symbolic, shown.held):  # a graph tensor must not escape
+            raise NotConvertible(
+                f"returns or stores a {type(value).__name__} that may hold tensors made by the graph (or that "
+                "janus cannot look into without running its code)",
+                loc,
+            )
         if type(value).__module__.startswith("janus."):  # a def or lambda made while generating, ...
             raise NotConvertible(f"returns or stores {value!r}, which only the graph's code can call", loc)
         return ("const", value)

@@ -17,7 +17,6 @@ import contextlib
 import dataclasses
 import functools
 import inspect
-import itertools
 import operator
 import sys
 import types
@@ -47,6 +46,7 @@ from janus.graphgen import (
     pynumber,
     recursion,
     sandbox,
+    shown,
     tensor_arrays,
 )
 from janus.graphgen.batch_lists import BatchList
@@ -1212,7 +1212,7 @@ class Interpreter:
         site = CallSite(frame.code.co_filename, node.lineno, frame.code.co_name, frame.func_globals)
         deferred = effects.deferred_call(callee, args, kwargs, site, loc)
         args = [self._runtime_value(v, loc, keep_variables=fn_sets_step(deferred)) for v in deferred.args]
-        kwargs = {k: self._runtime_value(v, loc) for k, v in deferred.kwargs.items()}
+        kwargs = {k: self._runtime_value(v, loc, text=k not in _STREAM_KEYWORDS) for k, v in deferred.kwargs.items()}
         for probe, expected, what in deferred.guards:
             probed = CallSource(self.ctx.const(probe), (), what)
             self.ctx.guard(GuardKind.EQUALS_MATCH, probed, expected, f"{what}@{loc}", loc, what)
@@ -1227,31 +1227,32 @@ class Interpreter:
         every ``tf.print`` of a function where a deferred one came before a graph print."""
         if self.ctx.failures(TF_PRINTS_IN_GRAPH) or not effects.tf_print_stream_known(kwargs):
             return False  # a stream object tf.print may refuse: as a graph op, its build says so
+        if shown.reaches(args, _not_rebuilt_by_tf_nest):
+            return False  # eager's tf.print may fail to rebuild it (a list subclass), or see it otherwise
         try:
             self._defer(frame, node, purity.Verdict(Effect.DEFERRED, "tf.print"), tf.print, args, kwargs, True)
         except NotConvertible:
             return False
         return True
 
-    def _runtime_value(self, value: object, loc: str, keep_variables: bool = False) -> object:
-        """A value a deferred call or formatting may hold: materialised after the graph ran."""
-        if _reaches(value, lambda item: _text_shows_own_type(self.ctx.copied_type(item))):
+    def _runtime_value(self, value: object, loc: str, keep_variables: bool = False, text: bool = True) -> object:
+        """A value a deferred call or formatting may hold: materialised after the graph ran. Where it
+        is ``text`` (not a stream to write to), its text must not show what the graph changes."""
+        materialized = value.materialize() if isinstance(value, HeapList) else value  # with this call's writes
+        if text and not keep_variables and (_holds_variable(value) or _holds_variable(materialized)):
+            raise NotConvertible(
+                "a tf.Variable, or an object whose text may show one (a container of one, or text of code janus "
+                "does not look into), handed to a deferred call: its text would show a later value",
+                loc,
+            )
+        if text and self._shows_a_copy(value):
             raise NotConvertible(
                 "a ListWrapper or DictWrapper attribute handed to a deferred call: janus holds a plain copy, whose "
                 "text differs",
                 loc,
             )
-        materialized = isinstance(value, HeapList)
-        if materialized:
-            value = value.materialize()  # a list attribute holding variables is checked as a local list
-        if not keep_variables and _holds_variable(value):
-            raise NotConvertible(
-                "a tf.Variable, or an object whose text may show one (a user container, or a __repr__ of user "
-                "code), handed to a deferred call: its text would show a later value",
-                loc,
-            )
-        if materialized:
-            return value
+        if isinstance(value, HeapList):
+            return materialized
         if isinstance(value, NumpyArray):
             return value  # the argument's (attribute's) own array, re-read from its path
         if isinstance(value, LateRead):
@@ -1259,6 +1260,10 @@ class Interpreter:
         if isinstance(value, (TensorList, SymbolicRange, LocalFunction)) or _is_value_kind(value):
             raise NotConvertible(f"a {type(value).__name__} handed to a deferred call", loc)
         return value
+
+    def _shows_a_copy(self, value: object) -> bool:
+        """``value``'s text shows a heap container janus copied, whose own type's text differs."""
+        return shown.reaches(value, lambda item: _text_shows_own_type(self.ctx.copied_type(item)))
 
     def _call_pure(self, verdict: purity.Verdict, callee: object, args: list, kwargs: dict, loc: str) -> object:
         """A call with no effect: run now on values known while generating."""
@@ -1917,9 +1922,10 @@ def _graph_print_arguments(
     args: list, kwargs: dict, loc: str, copied_type: Callable[[object], type | None]
 ) -> tuple[list, dict]:
     """A graph ``tf.print``'s arguments: list attributes as their items, nested in plain lists,
-    tuples, namedtuples and dicts too (another container holding one is refused: rebuilt, it would
-    print as another type), and ``sys.stdout``/``sys.stderr`` as the call finds them (tf.print takes
-    either for its stream's name)."""
+    tuples, namedtuples and dicts too (rebuilt: a heap container's copy), and ``sys.stdout``/
+    ``sys.stderr`` as the call finds them (tf.print takes either for its stream's name). Any other
+    value whose text shows something (a set, a dataclass) would be formatted once, when the graph is
+    built: refused."""
 
     def items(value: object, depth: int = 0) -> object:
         if depth > _MAX_DEPTH:
@@ -1937,26 +1943,35 @@ def _graph_print_arguments(
             if type(value) is dict:
                 return dict(zip(dict.keys(value), new))
             return type(value)(*new) if _is_namedtuple(value) else type(value)(new)
-        if _children(value) is None:
+        if _is_variable(value):
+            return value  # read by the graph
+        inside = shown.shown(value)
+        if inside is None:
             raise NotConvertible(
-                f"a tf.print of a {type(value).__name__}: its items or text come from user code (eager runs it "
-                "at each call)",
+                f"a tf.print of a {type(value).__name__}: its text comes from code janus does not look into", loc
+            )
+        if inside:
+            raise NotConvertible(
+                f"a tf.print of a {type(value).__name__}: what its text shows would be read once, when the graph "
+                "is built",
                 loc,
             )
-        if _shows_attributes(value) and _children(value):
-            raise NotConvertible(
-                f"a tf.print of a {type(value).__name__}: the attributes its text shows would be read once, when "
-                "the graph is built",
-                loc,
-            )
-        if _reaches(value, lambda item: isinstance(item, HeapList)):
-            raise NotConvertible(f"a tf.print of a {type(value).__name__} holding a list attribute", loc)
         return value
 
-    kwargs = {k: items(v) for k, v in kwargs.items()}
     if isinstance(kwargs.get("output_stream"), LateRead):
-        kwargs["output_stream"] = kwargs["output_stream"].read()
+        kwargs = {**kwargs, "output_stream": kwargs["output_stream"].read()}
     return [items(v) for v in args], kwargs
+
+
+def _not_rebuilt_by_tf_nest(value: object) -> bool:
+    """A container ``tf.nest`` (in eager's ``tf.print``) may fail to rebuild or treat otherwise than
+    its text shows: any but a list, tuple, dict or namedtuple of its own (a list attribute's view too)."""
+    cls = type(value)
+    if cls in (list, tuple, dict, HeapList) or _is_namedtuple(value):
+        return False
+    return issubclass(cls, (list, tuple, dict, set, frozenset, collections.abc.Collection)) and not issubclass(
+        cls, (str, bytes, tf.Tensor, np.ndarray)
+    )
 
 
 def _text_shows_own_type(copied_type: type | None) -> bool:
@@ -1975,114 +1990,13 @@ def _is_namedtuple(value: object) -> bool:
 
 
 def _holds_variable(value: object) -> bool:
-    """``value`` is a variable, or a structure holding one: a list, tuple, set or mapping (a list
-    attribute included). A container of user code (a user ``Mapping``) is taken to hold one:
-    looking into it would run its code now."""
-    return _reaches(value, lambda item: _is_variable(item.real if isinstance(item, HeapList) else item))
+    """``value``'s text may show a variable: it is one, or holds one where its text shows (a
+    container's items, a dataclass's fields), or its text is code janus does not look into."""
+    return shown.reaches(value, lambda item: _is_variable(item.real if isinstance(item, HeapList) else item))
 
 
-_MAX_ITEMS = 10_000  # items looked through by _reaches; a larger structure counts as reaching one
 _MAX_DEPTH = 32  # nesting a graph tf.print's arguments are rebuilt through
-
-
-def _reaches(value: object, found: Callable[[object], bool]) -> bool:
-    """Whether ``value`` or an item nested in it is ``found``, walking each object once and running
-    no user code (``_children``); True where that cannot be told."""
-    pending, seen = [value], set()
-    while pending:
-        item = pending.pop()
-        if id(item) in seen:
-            continue
-        seen.add(id(item))
-        if len(seen) > _MAX_ITEMS or found(item):
-            return True
-        children = _children(item)
-        if children is None:
-            return True
-        pending.extend(children)
-    return False
-
-
-def _children(value: object) -> list | None:
-    """The items of a container: a list attribute's, a mapping's values, a list's, tuple's or set's
-    items; nothing for any other object (``tf.nest`` is not used: it would list a ``range`` or run a
-    user ``Sequence``'s code). None for a container of user code, whose items cannot be listed
-    without running it."""
-    if isinstance(value, HeapList):
-        value = value.real
-    if isinstance(value, (str, bytes, tf.Tensor, np.ndarray)):
-        return []
-    if isinstance(value, dict):
-        return _at_most(dict.values(value))
-    for base in (list, tuple, set, frozenset):  # their own iteration, not a subclass's
-        if isinstance(value, base):
-            try:
-                return _at_most(base.__iter__(value))
-            except TypeError:
-                break  # a proxy (TF's _TupleWrapper): the library's own iteration below
-    if isinstance(value, (collections.abc.Mapping, list, tuple, set, frozenset)):
-        if is_user_object(value):
-            return None
-        try:
-            return _at_most(value.values() if isinstance(value, collections.abc.Mapping) else value)
-        except Exception:  # noqa: BLE001 - a library container that cannot be listed: not seen into
-            return None
-    if _shows_attributes(value):
-        return _shown_attributes(value)
-    return []  # a library object: a leaf, whose text is the library's own
-
-
-_TEXT_METHODS = ("__repr__", "__str__", "__format__")
-
-
-def _shows_attributes(value: object) -> bool:
-    """A user object or ``SimpleNamespace``: its text may show what its attributes hold."""
-    return is_user_object(value) or isinstance(value, types.SimpleNamespace)
-
-
-def _shown_attributes(value: object) -> list | None:
-    """The attributes an object's text may show: none for object's own text (its type and address)
-    or a library class's, the instance attributes for a dataclass's generated ``__repr__`` or a
-    ``SimpleNamespace``'s; None where its text is user code (it may read anything)."""
-    shows_fields = False
-    for name in _TEXT_METHODS:
-        method = getattr(type(value), name)
-        if method is getattr(object, name):
-            continue
-        if method is getattr(types.SimpleNamespace, name, None) or _is_generated_repr(method):
-            shows_fields = True
-        elif is_user_object(method):
-            return None
-    return _instance_attributes(value) if shows_fields else []
-
-
-def _is_generated_repr(method: object) -> bool:
-    """A ``__repr__`` that ``dataclasses`` wrote: it shows the fields, read as attributes."""
-    return getattr(getattr(method, "__wrapped__", None), "__qualname__", "") == "__create_fn__.<locals>.__repr__"
-
-
-def _instance_attributes(value: object) -> list | None:
-    """An object's ``__dict__`` and slot values, read without running its code."""
-    try:
-        attributes = object.__getattribute__(value, "__dict__")
-    except AttributeError:
-        attributes = {}
-    if type(attributes) is not dict:
-        return None
-    found = _at_most(dict.values(attributes))
-    for cls in type(value).__mro__:
-        for name in cls.__dict__.get("__slots__", ()):
-            slot = cls.__dict__.get(name)
-            if isinstance(slot, types.MemberDescriptorType) and found is not None:
-                with contextlib.suppress(AttributeError):
-                    found.append(slot.__get__(value))
-    return found
-
-
-def _at_most(items) -> list | None:
-    """``items`` as a list, or None where there are more than ``_MAX_ITEMS`` (not looked through)."""
-    listed = list(itertools.islice(items, _MAX_ITEMS + 1))
-    return None if len(listed) > _MAX_ITEMS else listed
+_STREAM_KEYWORDS = ("file", "output_stream")  # a deferred call's stream: written to, not shown
 
 
 def _is_variable(value: object) -> bool:

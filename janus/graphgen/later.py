@@ -74,7 +74,7 @@ from janus.source.library import is_library_code, is_library_object
 KIND = "later statement"
 MAX_REACH = 20_000  # objects walked for one statement; more is refused (a huge history list)
 _SIMPLE = (gast.Assign, gast.AugAssign, gast.AnnAssign, gast.Expr)
-_PLAIN_LEAVES = (type(None), bool, int, float, complex, str, bytes, range, slice, type(Ellipsis))
+_PLAIN_LEAVES = (type(None), bool, int, float, complex, str, bytes, range, type(Ellipsis))
 _OPAQUE = (
     logging.Logger,
     logging.LoggerAdapter,
@@ -411,6 +411,9 @@ def _step(obj: object, todo: list, mutables: set[int], guard: Callable | None) -
         mutables.add(id(obj))
     if t in (list, tuple, set, frozenset):
         todo.extend(obj)
+        return None
+    if t is slice:  # its bounds may be any objects (a variable)
+        todo.extend((obj.start, obj.stop, obj.step))
         return None
     if t is dict:
         todo.extend(obj.keys())

@@ -30,27 +30,39 @@ def truth_tensor(value: tf.Tensor) -> tf.Tensor:
     return tf.cast(scalar, tf.bool)
 
 
-def is_plain(value: object) -> bool:
-    """Data whose operators are Python's own: safe to fold while generating."""
+_MAX_NESTING = 64  # containers nested deeper count as neither plain nor safe (no RecursionError)
+
+
+def is_plain(value: object, _within: tuple[int, ...] = ()) -> bool:
+    """Data whose operators are Python's own: safe to fold while generating. A container that
+    holds itself is not (its operators would recurse)."""
     if isinstance(value, (*PLAIN_SCALARS, np.generic)):
         return True
     if type(value) in PLAIN_CONTAINERS:
-        items = value.items() if isinstance(value, dict) else value
+        if isinstance(value, range):
+            return True
+        if id(value) in _within or len(_within) >= _MAX_NESTING:
+            return False
+        within = (*_within, id(value))
         if isinstance(value, dict):
-            return all(is_plain(k) and is_plain(v) for k, v in items)
-        return isinstance(value, range) or all(is_plain(v) for v in items)
+            return all(is_plain(k, within) and is_plain(v, within) for k, v in value.items())
+        return all(is_plain(v, within) for v in value)
     return False
 
 
-def is_safe_operand(value: object) -> bool:
+def is_safe_operand(value: object, _within: tuple[int, ...] = ()) -> bool:
     """A value whose operator methods are library code (never user code)."""
     if isinstance(value, PyNumber):
         return False  # only janus.graphgen.pynumber may operate on it
     if is_symbolic(value) or is_plain(value):
         return True
     if type(value) in PLAIN_CONTAINERS:
+        if isinstance(value, range):
+            return True
+        if id(value) in _within or len(_within) >= _MAX_NESTING:
+            return False
         items = value.values() if isinstance(value, dict) else value
-        return isinstance(value, range) or all(is_safe_operand(v) for v in items)
+        return all(is_safe_operand(v, (*_within, id(value))) for v in items)
     return is_library_class(type(value))
 
 
