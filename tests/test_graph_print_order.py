@@ -609,4 +609,4 @@ def test_a_user_mapping_in_a_print_is_not_looked_into_while_generating(capfd):
         return step, lambda: (c.v, len(reads))
 
     jitted = _differential_stderr(make, ONE, capfd, min_graph_calls=0)
-    assert "its items or text come from user code" in janus.explain(jitted)
+    assert "its text comes from code janus does not look into" in janus.explain(jitted)

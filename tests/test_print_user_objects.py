@@ -346,3 +346,131 @@ def test_a_list_that_holds_itself_is_printed_from_a_graph_call(capfd):
 
     jitted = _differential_text(make, CALLS, capfd, min_graph_calls=3)
     assert "internal error" not in janus.explain(jitted)
+
+
+class Stepper(tf.Module):
+    def __init__(self):
+        super().__init__()
+        self.v = tf.Variable(1.0)
+        self.step = 0
+        self.rate = 0.5
+        self.history = []
+
+
+_RUN_TIME_NUMBERS = ["int", "float", "bool", "str_of_int", "nested_int"]
+
+
+@pytest.mark.parametrize("number", _RUN_TIME_NUMBERS)
+def test_a_graph_tf_print_of_a_dict_holding_a_python_number_the_call_changes(number, capfd):
+    """A variable keeps the tf.print a graph op; the dict's number is known only at run time. It
+    printed janus's stand-in for it (``PyNumber(tensor=...)``); a float or bool tensor prints
+    otherwise than Python's number does."""
+
+    def make():
+        m = Stepper()
+
+        def step(x):
+            if number == "int":
+                tf.print("A", m.v, {"step": m.step})
+            elif number == "float":
+                tf.print("A", m.v, {"rate": m.rate / 3})
+            elif number == "bool":
+                tf.print("A", m.v, {"late": m.step > 2})
+            elif number == "str_of_int":
+                tf.print("A", m.v, {"step": str(m.step)})
+            else:
+                tf.print("A", m.v, {"k": [m.step]})
+            m.step += 1
+            m.rate += 0.25
+            m.v.assign_add(x)
+            return m.v + 0.0
+
+        return step, lambda: (m.v, m.step, m.rate)
+
+    _differential_text(make, CALLS, capfd, min_graph_calls=3 if number in ("int", "nested_int") else 0)
+
+
+def test_a_namespace_attribute_reassigned_between_calls_is_printed_as_it_is_then(capfd):
+    """A ``SimpleNamespace``'s attribute read in the function was not guarded: the object it held at
+    the build was printed on every graph call."""
+
+    def make():
+        config = types.SimpleNamespace(shown=Holder(0))
+        v = tf.Variable(1.0)
+
+        def step(x):
+            print("A", config.shown)
+            v.assign_add(x)
+            return v + 0.0
+
+        def state():
+            config.shown = Holder(config.shown.value + 1)  # the caller swaps it before the next call
+            return v
+
+        return step, state
+
+    _differential_text(make, CALLS, capfd, min_graph_calls=0)
+
+
+class Shower:
+    def __init__(self):
+        self.v = tf.Variable(1.0)
+
+    def __repr__(self):
+        return f"Shower({float(self.v.numpy())})"
+
+    def callback(self):
+        return None
+
+
+def test_a_bound_method_s_text_shows_its_object(capfd):
+    def make():
+        s = Shower()
+
+        def step(x):
+            print("A", s.callback)
+            s.v.assign_add(x)
+            return s.v + 0.0
+
+        return step, lambda: s.v
+
+    _differential_text(make, CALLS, capfd, min_graph_calls=0)
+
+
+def test_a_list_appended_to_a_tf_module_list_attribute_is_wrapped_as_in_eager(capfd):
+    """TF wraps a list appended to a ``ListWrapper`` in a ``ListWrapper``: printed, it said so in
+    eager, and showed as a plain list from janus's local copy."""
+
+    def make():
+        m = Stepper()
+
+        def step(x):
+            m.history.append([m.step])
+            print("A", m.history[-1])
+            m.step += 1
+            m.v.assign_add(x)
+            return m.v + 0.0
+
+        return step, lambda: (m.v, m.step, len(m.history))
+
+    _differential_text(make, CALLS, capfd, min_graph_calls=0)
+
+
+@pytest.mark.parametrize("mode", ["rb+", "r"])
+def test_a_print_to_a_file_it_cannot_write_text_to(mode, tmp_path, capfd):
+    """Eager's print raises (binary file, read-only file) before the update below it."""
+
+    def make():
+        path = tmp_path / f"log{len(list(tmp_path.iterdir()))}.txt"
+        path.write_text("")
+        log = open(path, mode)  # noqa: SIM115 - the file outlives the call, as a log file does
+        v = tf.Variable(1.0)
+
+        def step(x):
+            print("A", x, file=log)
+            v.assign_add(x + 1.0)
+            return v * 2.0
+
+        return step, lambda: v
+
+    _differential_text(make, CALLS, capfd, min_graph_calls=0)

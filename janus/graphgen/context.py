@@ -8,6 +8,7 @@ adds a ``JanusAssert``. The executor later counts failures per assumption *key*
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import inspect
@@ -808,7 +809,8 @@ class GenerationContext:
             with sandbox.library_call(f"{cls.__qualname__}.{attr}", loc):
                 value = getattr(base, attr)
             instance_dict = getattr(base, "__dict__", None)
-            if path and isinstance(instance_dict, dict) and attr in instance_dict and is_plain(value):
+            holds_data = is_plain(value) or type(base) in _NAMESPACES  # a namespace's attributes are the user's
+            if path and isinstance(instance_dict, dict) and attr in instance_dict and holds_data:
                 return self.read_heap(value, path.attr(attr), loc, profiled)
             if isinstance(value, (list, dict, set)) and not is_plain(base):
                 self.foreign.add(id(value))  # held by a library object: janus cannot log writes to it
@@ -1087,6 +1089,9 @@ class LateRead:
 
 NOT_LOGGED = object()
 _LOGGED_METHODS = frozenset({"append", "extend", "update", "setdefault", "pop", "insert", "clear", "__delitem__"})
+
+
+_NAMESPACES = (types.SimpleNamespace, argparse.Namespace)  # library objects that only hold their attributes
 
 
 def _is_list(value: object) -> bool:

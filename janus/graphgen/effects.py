@@ -52,12 +52,15 @@ def deferred_call(callee: object, args: list, kwargs: dict, site: replay.CallSit
 
 def _file_guards(file: object, loc: str) -> list:
     """A file ``print`` writes to after the graph ran must take the text as it would at the call:
-    ``sys.stdout``/``sys.stderr`` as read then, or a library file (``open()``'s, ``io.StringIO``)
-    checked to be open before each call. Another object's ``write`` is code janus does not look into."""
+    ``sys.stdout``/``sys.stderr`` as read then, or a library text file open for writing
+    (``open()``'s, ``io.StringIO``), checked to be open before each call. Another object's
+    ``write`` is code janus does not look into."""
     if file is None or _stream_of(file, "stdout") is not None:
         return []
-    if not isinstance(file, io.IOBase) or is_user_object(file):
+    if not isinstance(file, io.TextIOBase) or is_user_object(file):
         raise NotConvertible(f"print() to a {type(file).__name__}: its write() is not deferred", loc)
+    if file.closed or not file.writable():
+        raise NotConvertible("print() to a file it cannot write to: eager raises there", loc)
     return [(functools.partial(_is_closed, file), False, "the file print() writes to is open")]
 
 

@@ -87,7 +87,18 @@ class HeapList:
         self._items: list | None = None
         self._pending: list[tuple[str, object]] = []
 
+    def _not_wrapped(self, values: list) -> None:
+        """A tracking list (TF's ``ListWrapper``, Keras's ``TrackedList``) wraps a list or dict put
+        into it in a tracking container of its own: this call's local copy would hold the plain one."""
+        if type(self.real) is not list and any(type(v) in (list, dict, set) or isinstance(v, HeapList) for v in values):
+            raise NotConvertible(
+                f"a list or dict put into a {type(self.real).__name__} attribute (which wraps it in a tracking "
+                "container)",
+                self.loc,
+            )
+
     def append(self, value: object) -> None:
+        self._not_wrapped([value])
         self._check_straight_line(self.loc)
         self._heap.log(Write("append", self.real, self.source, None, value, self.loc))
         self._pending.append(("append", value))
@@ -96,6 +107,7 @@ class HeapList:
 
     def extend(self, values: object) -> None:
         values = list(values.materialize() if isinstance(values, HeapList) else values)
+        self._not_wrapped(values)
         self._check_straight_line(self.loc)
         self._heap.log(Write("extend", self.real, self.source, None, values, self.loc))
         self._pending.append(("extend", values))
@@ -115,6 +127,7 @@ class HeapList:
         return self._change("pop", index, None, lambda items: items.pop(index))
 
     def insert(self, index: int, value: object) -> None:
+        self._not_wrapped([value])
         return self._change("insert", index, value, lambda items: items.insert(index, value))
 
     def clear(self) -> None:
@@ -132,6 +145,7 @@ class HeapList:
         return result
 
     def setitem(self, key: object, value: object) -> None:
+        self._not_wrapped([value])
         self._check_straight_line(self.loc)
         items = self.materialize()
         items[key] = value

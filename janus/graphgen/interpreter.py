@@ -1239,16 +1239,16 @@ class Interpreter:
         """A value a deferred call or formatting may hold: materialised after the graph ran. Where it
         is ``text`` (not a stream to write to), its text must not show what the graph changes."""
         materialized = value.materialize() if isinstance(value, HeapList) else value  # with this call's writes
-        if text and not keep_variables and (_holds_variable(value) or _holds_variable(materialized)):
-            raise NotConvertible(
-                "a tf.Variable, or an object whose text may show one (a container of one, or text of code janus "
-                "does not look into), handed to a deferred call: its text would show a later value",
-                loc,
-            )
         if text and self._shows_a_copy(value):
             raise NotConvertible(
                 "a ListWrapper or DictWrapper attribute handed to a deferred call: janus holds a plain copy, whose "
                 "text differs",
+                loc,
+            )
+        if text and not keep_variables and (_holds_variable(value) or _holds_variable(materialized)):
+            raise NotConvertible(
+                "a tf.Variable, or an object whose text may show one (a container of one, or text of code janus "
+                "does not look into), handed to a deferred call: its text would show a later value",
                 loc,
             )
         if isinstance(value, HeapList):
@@ -1263,7 +1263,7 @@ class Interpreter:
 
     def _shows_a_copy(self, value: object) -> bool:
         """``value``'s text shows a heap container janus copied, whose own type's text differs."""
-        return shown.reaches(value, lambda item: _text_shows_own_type(self.ctx.copied_type(item)))
+        return shown.reaches(value, lambda item: _text_shows_own_type(self.ctx.copied_type(item)), unknown=False)
 
     def _call_pure(self, verdict: purity.Verdict, callee: object, args: list, kwargs: dict, loc: str) -> object:
         """A call with no effect: run now on values known while generating."""
@@ -1945,6 +1945,12 @@ def _graph_print_arguments(
             return type(value)(*new) if _is_namedtuple(value) else type(value)(new)
         if _is_variable(value):
             return value  # read by the graph
+        if isinstance(value, PyNumber):
+            if value.type is not int:  # a float or bool tensor prints otherwise than Python's
+                raise NotConvertible(f"a tf.print of a Python {value.type.__name__} known only at run time", loc)
+            return value.tensor
+        if isinstance(value, (Formatted, TensorList, SymbolicRange, LocalFunction)) or _is_value_kind(value):
+            raise NotConvertible(f"a tf.print of a {type(value).__name__} (a value known only at run time)", loc)
         inside = shown.shown(value)
         if inside is None:
             raise NotConvertible(

@@ -43,7 +43,6 @@ _LEAVES = (
     type,
     types.FunctionType,
     types.BuiltinFunctionType,
-    types.MethodType,
     types.ModuleType,
 )
 
@@ -76,6 +75,8 @@ def shown(value: object) -> list | None:
         return []  # janus's own stand-ins are checked by their own rules
     if issubclass(cls, np.ndarray):
         return [] if value.dtype != object else None
+    if cls is types.MethodType:
+        return [value.__self__]  # "<bound method C.f of {self!r}>"
     kind = _text_kind(cls)
     if kind == "items":
         return _items(value)
@@ -102,10 +103,13 @@ def held(value: object) -> list | None:
 
 
 def reaches(
-    value: object, found: Callable[[object], bool], inside: Callable[[object], list | None] | None = None
+    value: object,
+    found: Callable[[object], bool],
+    inside: Callable[[object], list | None] | None = None,
+    unknown: bool = True,
 ) -> bool:
     """Whether ``value`` shows something ``found`` in its text (or, with ``inside=held``, holds
-    one): it, or a value looked through to, each once; True where that cannot be told."""
+    one): it, or a value looked through to, each once; ``unknown`` where that cannot be told."""
     inside = inside or shown
     pending, seen = [value], set()
     while pending:
@@ -113,11 +117,13 @@ def reaches(
         if id(item) in seen:
             continue
         seen.add(id(item))
-        if len(seen) > MAX_ITEMS or found(item):
+        if found(item):
             return True
         looked_through = inside(item)
-        if looked_through is None:
-            return True
+        if looked_through is None or len(seen) > MAX_ITEMS:
+            if unknown:
+                return True
+            continue
         pending.extend(looked_through)
     return False
 
