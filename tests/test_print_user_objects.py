@@ -460,10 +460,13 @@ def test_a_list_appended_to_a_tf_module_list_attribute_is_wrapped_as_in_eager(ca
 def test_a_print_to_a_file_it_cannot_write_text_to(mode, tmp_path, capfd):
     """Eager's print raises (binary file, read-only file) before the update below it."""
 
+    opened = []
+
     def make():
-        path = tmp_path / f"log{len(list(tmp_path.iterdir()))}.txt"
+        path = tmp_path / f"log{len(opened)}.txt"
         path.write_text("")
         log = open(path, mode)  # noqa: SIM115 - the file outlives the call, as a log file does
+        opened.append(log)
         v = tf.Variable(1.0)
 
         def step(x):
@@ -473,4 +476,8 @@ def test_a_print_to_a_file_it_cannot_write_text_to(mode, tmp_path, capfd):
 
         return step, lambda: v
 
-    _differential_text(make, CALLS, capfd, min_graph_calls=0)
+    try:
+        _differential_text(make, CALLS, capfd, min_graph_calls=0)
+    finally:
+        for log in opened:
+            log.close()
