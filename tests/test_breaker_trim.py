@@ -193,18 +193,17 @@ def _printing_program(tmp_path, body_kind, outer_print=True):
     return make
 
 
-@pytest.mark.xfail(
-    reason="older bug, not the trim (fails with trim_functions off too): any tf.print inside a recursive "
-    "function makes janus's graph raise 'N nodes in a cycle', so the function runs imperatively forever",
-    strict=True,
-)
 @TRIM
 @pytest.mark.parametrize("outer_print", [True, False], ids=["outer", "inner_only"])
 @pytest.mark.parametrize("body_kind", ["plain", "cond"])
 def test_tf_print_to_a_file_inside_the_recursion(trim, body_kind, outer_print, monkeypatch, tmp_path):
+    """A node's print ran before another node's check: when that failed (a one-leaf tree), the call
+    ran again in eager and the text was printed twice. Such a print is refused: eager's answers,
+    the function runs as eager (a known loss; holding the graph's text back would keep the graph)."""
     _setup(monkeypatch, trim)
     calls = [(t,) for t in _trees(5, 8, size=(1, 6))]
-    run_differential(_printing_program(tmp_path, body_kind, outer_print), calls, min_graph_calls=3)
+    jitted = run_differential(_printing_program(tmp_path, body_kind, outer_print), calls, min_graph_calls=0)
+    assert "a tf.print inside a recursive function" in janus.explain(jitted)
 
 
 class _TreeLSTM:

@@ -1303,6 +1303,13 @@ class Interpreter:
     def call_graph_library(self, callee: object, args: list, kwargs: dict, loc: str) -> object:
         """TensorFlow/Keras on symbolic tensors, in the sandbox that refuses user code."""
         if effects.is_tf_print(callee):
+            if self.ctx.building:
+                raise NotConvertible(
+                    "a tf.print inside a recursive function: when a later node's check fails, the call runs "
+                    "again in eager and would print its text twice",
+                    loc,
+                    kind="print order",
+                )
             args, kwargs = _graph_print_arguments(args, kwargs, loc, self.ctx.copied_type)
         _no_eager_tape(getattr(callee, "__self__", None), f"{getattr(callee, '__name__', 'a method')}()", loc)
         self.ctx.guard_keras_state(getattr(callee, "__self__", callee), loc)  # opt.apply_gradients, loss_fn(...)

@@ -357,7 +357,7 @@ def prints(op: tf.Operation) -> bool:
     """Whether ``op`` is a ``tf.print`` or control flow (or a function call) that may run one."""
     if op.type == "PrintV2":
         return True
-    if op.type in _INVOCATIONS:  # a recursive function's own prints are not ordered (a known gap)
+    if op.type in _INVOCATIONS:  # a recursive function holds no print (the interpreter refuses one)
         return False
     known = getattr(op, "_janus_prints", None)
     if known is None:
