@@ -45,6 +45,7 @@ from janus.graphgen.errors import (
     NeedsStaticShape,
     NotConvertible,
     RaisesHere,
+    SpeculatesUnderPrint,
     StrictModeError,
 )
 from janus.graphgen.generate import generate
@@ -502,6 +503,10 @@ class JitFunction:
             except NotConvertible as err:
                 if isinstance(err, DeferredPrintFirst) and not self.failures[TF_PRINTS_IN_GRAPH]:
                     self._fail(TF_PRINTS_IN_GRAPH, f"{err.reason}: building again with every tf.print in the graph")
+                    continue
+                if isinstance(err, SpeculatesUnderPrint):
+                    for key in err.keys:
+                        self._fail(key, err.reason)
                     continue
                 if self._constant_flags(err):
                     continue

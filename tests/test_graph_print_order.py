@@ -234,13 +234,10 @@ def test_an_update_then_a_printing_loop_with_an_unseen_branch_then_a_gather(capf
     _differential_stderr(_make(body), calls, capfd, min_graph_calls=3)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: a loop that prints, then fails a speculation in a later turn, re-runs the call "
-    "eagerly, which prints the earlier turns' text again (the graph's text would have to be held back "
-    "until the call succeeds)",
-)
 def test_a_printing_loop_whose_later_turn_fails_a_speculation(capfd):
+    """Turn 6 took the branch never seen while profiling: the call re-ran in eager and printed the
+    earlier turns' text twice. The loop is built again without that speculation (a tf.cond)."""
+
     def body(c, n):
         for k in tf.range(n):
             tf.print("k", k)

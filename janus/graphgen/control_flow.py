@@ -606,6 +606,7 @@ def convert_loop(interp: Interpreter, frame: Frame, node: gast.For | gast.While,
     results = list(results)
     if any(holds_assertions):
         interp.ctx.assert_ops.append(results[0].op)
+        results[0].op._janus_loc = loc  # where a refusal of the loop points (ordering)
     _, final_vars, final_lists = split(results[1:])
     values = unflatten(entry_template, final_vars)
     final_lists = unflatten(list_template, final_lists)

@@ -66,6 +66,18 @@ class DeferredPrintFirst(NotConvertible):
     kind = "print order"
 
 
+class SpeculatesUnderPrint(NotConvertible):
+    """A loop whose turns print and check assumptions: a later turn's failed check would re-run the
+    call and print the earlier turns' text twice. The driver builds again without ``keys`` (the
+    loop's assumptions), as after they failed."""
+
+    kind = "print order"
+
+    def __init__(self, reason: str, location: str, keys: list[str]) -> None:
+        super().__init__(reason, location)
+        self.keys = keys
+
+
 TF_PRINTS_IN_GRAPH = "tf.print:in graph"  # the failure key of that build: no tf.print is deferred
 
 

@@ -54,6 +54,7 @@ from janus.graphgen.ordering import (
     order_state_writes,
     order_writes_after_earlier_ops,
     prints,
+    refuse_printing_speculative_loops,
     saved_for_rerun,
     unordered_resources,
     written_before_last_fallible,
@@ -299,6 +300,7 @@ def generate(
         keep_fallible(graph, outputs)
         unordered.extend(unordered_resources(order_state_writes(graph, ctx.assert_ops)))
         order_prints(graph)
+        refuse_printing_speculative_loops(ctx)
         first_write = order_writes_after_earlier_ops(graph)
         if first_write is not None:
             before_writes.update(op.name for op in graph.get_operations()[:first_write])

@@ -9,7 +9,7 @@ import tensorflow as tf
 from tensorflow.python.framework import auto_control_deps
 
 from janus.graphgen import touches
-from janus.graphgen.errors import NotConvertible
+from janus.graphgen.errors import NotConvertible, SpeculatesUnderPrint
 from janus.graphgen.fallible import called_graphs, may_raise
 from janus.ops.assert_op import CHECK_OPS
 
@@ -127,6 +127,54 @@ def _after_earlier_writes(graph: tf.Graph, holders: list[tf.Operation]) -> None:
         earlier = [op for op in operations[: position[holder]] if is_state_write(op)]
         holder._add_control_inputs([op for op in earlier if op not in holder.control_inputs])
         holder._janus_after_writes = True
+
+
+def refuse_printing_speculative_loops(ctx) -> None:
+    """A loop whose turns print and check an assumption: when a later turn's check fails, the call
+    runs again in eager, which prints the earlier turns' text a second time. Where every such
+    assumption can be given up, the graph is built again without them (``SpeculatesUnderPrint``);
+    else the loop is refused (holding the graph's text back until the call succeeds would keep it)."""
+    for op in map(_control_flow_of, ctx.assert_ops):
+        if op.type not in ("While", "StatelessWhile") or not prints(op):
+            continue
+        reason = (
+            "a loop that prints and checks an assumption in its turns: when a later turn's check fails, the call "
+            "runs again in eager and would print the earlier turns' text twice"
+        )
+        loc = getattr(op, "_janus_loc", "")
+        keys = _assumption_keys(op, ctx)
+        if keys is None:
+            raise NotConvertible(reason, loc, kind="print order")
+        if keys:
+            raise SpeculatesUnderPrint(f"{reason}; building again without its assumptions", loc, keys)
+
+
+# A Python int's int64 range, checked at each `i += 1`: a loop would need 2**63 turns to break it.
+# A known gap: an int that does overflow in a later turn (`x *= k`) re-runs the call, printing twice.
+_KEPT_UNDER_PRINT = ("int does not overflow@",)
+
+
+def _assumption_keys(loop: tf.Operation, ctx) -> list[str] | None:
+    """The keys of the assumptions checked inside ``loop`` (but ``_KEPT_UNDER_PRINT``), or None where
+    one cannot be given up (a final one, one given up before, a heap read's type check)."""
+    keys, pending = [], [loop]
+    while pending:
+        bodies = called_graphs(pending.pop())
+        if bodies is None:
+            return None
+        for body in bodies:
+            for op in body.get_operations():
+                if op.type in HEAP_READS:
+                    return None
+                if op.type in CHECK_OPS:
+                    assumption = ctx.assumptions.get(op.get_attr("assumption_id"))
+                    if assumption is not None and assumption.key.startswith(_KEPT_UNDER_PRINT):
+                        continue
+                    if assumption is None or assumption.final or ctx.failed(assumption.key):
+                        return None
+                    keys.append(assumption.key)
+                pending.append(op)
+    return keys
 
 
 def _control_flow_of(op: tf.Operation) -> tf.Operation:
