@@ -75,6 +75,7 @@ class GenerationContext:
         self.arrays_read_later: set[int] = set()  # ids of the arrays whose contents the graph reads after one
         self._origins: dict[int, Source] = {}  # id(heap snapshot or argument container) -> its source
         self._origin_types: dict[int, type] = {}  # id(heap snapshot) -> the type of what it copies
+        self._reading: set[int] = set()  # the heap lists and dicts read_heap is copying now
         self._views: dict[int, object] = {}  # id(heap list/dict) -> its local view in this generation
         self.store_factory: pyheap.StoreFactory | None = None  # set when the graph uses the heap ops
         self._store_inputs: dict[object, tf.Tensor] = {}
@@ -216,6 +217,22 @@ class GenerationContext:
             if aliased is not None:
                 self._views[id(value)] = aliased
                 return aliased
+        if (_is_list(value) or _is_dict(value)) and id(value) in self._reading:
+            raise NotConvertible(f"{what} holds itself", loc)
+        if _is_list(value) or _is_dict(value):
+            self._reading.add(id(value))
+            try:
+                return self._read_container(value, source, loc, key, what, materialize)
+            finally:
+                self._reading.discard(id(value))
+        if type(value) is set:
+            raise NotConvertible(f"{what} is a set read from the heap", loc)
+        return value
+
+    def _read_container(
+        self, value: object, source: Source, loc: str, key: str, what: str, materialize: bool
+    ) -> object:
+        """``read_heap`` of a list or dict: a lazy view, or a guarded copy read item by item."""
         if _is_list(value):
             if not materialize:
                 self._views[id(value)] = HeapList(
@@ -235,8 +252,6 @@ class GenerationContext:
             self._origin_types[id(snapshot)] = type(value)
             self._views[id(value)] = self.mark_heap_container(snapshot, source)
             return snapshot
-        if type(value) is set:
-            raise NotConvertible(f"{what} is a set read from the heap", loc)
         return value
 
     def array_input(self, source: Source, sample: np.ndarray) -> tf.Tensor:
@@ -806,6 +821,8 @@ class GenerationContext:
         cls = base if isinstance(base, type) else type(base)
         self.guard_keras_state(base, loc)
         if is_library_class(cls) or is_plain(base):
+            if attr == "__dict__" and type(base) in _NAMESPACES:
+                raise NotConvertible(f"the __dict__ of a {cls.__name__} (its contents are not guarded)", loc)
             with sandbox.library_call(f"{cls.__qualname__}.{attr}", loc):
                 value = getattr(base, attr)
             instance_dict = getattr(base, "__dict__", None)
@@ -945,11 +962,14 @@ class GenerationContext:
         """
         sequences = self.profile.branch_sequences(code, node.lineno)
         outcomes = {o for seq in sequences for o in seq}
+        taken = None
         if len(outcomes) == 1:
-            return outcomes.pop()
-        if position is not None and outcomes and len(set(sequences)) == 1 and position < len(sequences[0]):
-            return sequences[0][position]
-        return None
+            taken = outcomes.pop()
+        elif position is not None and outcomes and len(set(sequences)) == 1 and position < len(sequences[0]):
+            taken = sequences[0][position]
+        if taken is not None and self.failed(f"branch is {'taken' if taken else 'not taken'}@{location(code, node)}"):
+            return None  # given up (``ordering.refuse_printing_speculative_loops``): a real tf.cond
+        return taken
 
     def majority_branch(self, code: types.CodeType, node: gast.AST) -> bool | None:
         """The outcome this ``if`` had most often while profiling (None if never evaluated)."""

@@ -1417,6 +1417,30 @@ class Interpreter:
             return self.ctx.library_tensor(value)
         return value
 
+    def _optional_attribute(self, callee: Callable, args: list, loc: str) -> object:
+        """``getattr(obj, "name", default)`` or ``hasattr(obj, "name")`` of a library object read from
+        the heap whose instance attributes are all there is to it (no ``__getattr__``, no class
+        attribute of that name): a present attribute is read as ``obj.name`` is, an absent one is
+        guarded to stay absent (an attribute set later, ``args.warmup``, was baked as missing)."""
+        obj, name = args[0], args[1]
+        path = self.ctx.path_of(obj)
+        cls = type(obj)
+        if path is None or type(name) is not str or is_user_object(obj) or hasattr(cls, "__getattr__"):
+            return _NOT_LOOKED_UP
+        instance_dict = object.__getattribute__(obj, "__dict__") if hasattr(obj, "__dict__") else None
+        if type(instance_dict) is not dict or inspect.getattr_static(cls, name, _NOT_LOOKED_UP) is not _NOT_LOOKED_UP:
+            return _NOT_LOOKED_UP
+        if name in instance_dict:
+            value = self.ctx.read_attribute(obj, name, loc)
+            return True if callee is hasattr else value
+        described = f"{type(obj).__name__} has no attribute {name!r}"
+        self.ctx.guard(GuardKind.KEY_ABSENT, path.attr("__dict__"), name, f"{name} absent@{loc}", loc, described)
+        if callee is hasattr:
+            return False
+        if len(args) == 3:
+            return args[2]
+        raise RaisesHere(f"getattr() raises AttributeError on this path ({name!r} is absent)", loc)
+
     def _tensor_list_call(self, callee: object, args: list, kwargs: dict, loc: str) -> tf.Tensor:
         """``tf.stack``/``tf.concat`` (axis 0) of a list built in a converted loop read its TensorArray."""
         axis = kwargs.get("axis", args[1] if len(args) > 1 else 0)
@@ -1459,6 +1483,10 @@ class Interpreter:
             return self._dataset_len(args[0], loc)
         if callee is len and len(args) == 1 and isinstance(args[0], PyObjectRef) and args[0].cls is list:
             return self.ctx.heap_len(args[0], loc)
+        if callee in (getattr, hasattr) and not kwargs and 2 <= len(args) <= (3 if callee is getattr else 2):
+            found = self._optional_attribute(callee, args, loc)
+            if found is not _NOT_LOOKED_UP:
+                return found
         if callee is print:  # returns None, as eager's does: deferred wherever it stands
             return self._defer(frame, node, purity.Verdict(Effect.DEFERRED, "print"), print, args, kwargs, True)
         args = [self._materialized(a) for a in args]
@@ -2009,7 +2037,10 @@ def _holds_variable(value: object) -> bool:
 
 
 _MAX_DEPTH = 32  # nesting a graph tf.print's arguments are rebuilt through
-_STREAM_KEYWORDS = ("file", "output_stream")  # a deferred call's stream: written to, not shown
+_STREAM_KEYWORDS = ("file", "output_stream")
+_NOT_LOOKED_UP = (
+    object()
+)  # _optional_attribute leaves the builtin to the general path  # a deferred call's stream: written to, not shown
 
 
 def _is_variable(value: object) -> bool:

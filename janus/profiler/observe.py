@@ -48,10 +48,15 @@ class SeqObs:
 
 
 Observation = TensorObs | ScalarObs | ObjectObs | SeqObs
+_MAX_NESTING = 64
 
 
-def observe(value: object) -> Observation:
-    """Describes ``value`` at the granularity the generator specialises on."""
+def observe(value: object, _within: tuple[int, ...] = ()) -> Observation:
+    """Describes ``value`` at the granularity the generator specialises on. A list, tuple or dict
+    that holds itself (or nests deeper than ``_MAX_NESTING``) is observed as an object there."""
+    if type(value) in (tuple, list, dict) and (id(value) in _within or len(_within) >= _MAX_NESTING):
+        return ObjectObs(value)
+    within = (*_within, id(value))
     if isinstance(value, tf.Tensor) and not isinstance(value, tf.SparseTensor):
         small = value.shape.num_elements()
         # Only integer/bool tensors are value-specialised: a float constant would cut gradients.
@@ -62,9 +67,9 @@ def observe(value: object) -> Observation:
     if type(value) in SCALAR_TYPES:
         return ScalarObs(type(value), value)
     if type(value) in (tuple, list) or is_plain_namedtuple(type(value)):
-        return SeqObs(type(value), tuple(observe(v) for v in value))
+        return SeqObs(type(value), tuple(observe(v, within) for v in value))
     if type(value) is dict and all(type(k) in SCALAR_TYPES for k in value):
-        return SeqObs(dict, tuple(observe(v) for v in value.values()), tuple(value))
+        return SeqObs(dict, tuple(observe(v, within) for v in value.values()), tuple(value))
     return ObjectObs(value)
 
 
