@@ -118,3 +118,32 @@ def test_a_function_returning_a_list_that_holds_itself():
         assert float(v.numpy()) == 1.0 + sum(range(n + 1)), f"call {n}"
         assert float(result) == float(v.numpy()) + 1.0
     assert janus.stats(jitted)["graph_calls"] >= 3
+
+
+@pytest.mark.keras
+@pytest.mark.parametrize("read", ["getattr", "hasattr"])
+def test_a_layer_property_that_raises_until_the_layer_is_built(read):
+    """``Dense.kernel`` is a property that raises AttributeError until the layer is built: its
+    absence was baked, and a layer built between calls kept giving the unbuilt answer."""
+
+    def make():
+        import keras
+
+        layer = keras.layers.Dense(2, kernel_initializer="ones")
+        calls = []
+
+        def step(x):
+            if read == "getattr":
+                kernel = getattr(layer, "kernel", None)
+                return x + 1.0 if kernel is None else x + tf.reduce_sum(kernel)
+            return x + (5.0 if hasattr(layer, "kernel") else 1.0)
+
+        def state():
+            calls.append(1)
+            if len(calls) == 4:
+                layer.build((None, 3))  # the caller builds it between calls
+            return layer.built
+
+        return step, state
+
+    run_differential(make, CALLS, min_graph_calls=0)

@@ -1428,8 +1428,18 @@ class Interpreter:
         if path is None or type(name) is not str or is_user_object(obj) or hasattr(cls, "__getattr__"):
             return _NOT_LOOKED_UP
         instance_dict = object.__getattribute__(obj, "__dict__") if hasattr(obj, "__dict__") else None
-        if type(instance_dict) is not dict or inspect.getattr_static(cls, name, _NOT_LOOKED_UP) is not _NOT_LOOKED_UP:
+        if type(instance_dict) is not dict:
             return _NOT_LOOKED_UP
+        if inspect.getattr_static(cls, name, _NOT_LOOKED_UP) is not _NOT_LOOKED_UP:  # a property (Dense.kernel)
+            try:
+                getattr(obj, name)  # library code, as reading obj.name runs it
+            except AttributeError:
+                raise NotConvertible(
+                    f"{callee.__name__}() of {cls.__name__}.{name}, which raises AttributeError now (janus cannot "
+                    "guard that it still does)",
+                    loc,
+                ) from None
+            return _NOT_LOOKED_UP if callee is getattr else True
         if name in instance_dict:
             value = self.ctx.read_attribute(obj, name, loc)
             return True if callee is hasattr else value
