@@ -1277,6 +1277,13 @@ class Interpreter:
             if callee.__name__ in _COMPARING_METHODS and _holds_number(owner):
                 raise NotConvertible(f"{verdict.name}() compares items known only at run time", loc)
             return callee(*args, **kwargs)  # a method of a local container: stores, never inspects, items
+        if (
+            type(owner) is dict
+            and self.ctx.is_heap_container(owner)
+            and callee.__name__ in _KEYED_READS
+            and all(_known(v) for v in args[:1])
+        ):
+            return callee(*args, **kwargs)  # a heap dict's copy: its keys are guarded (constants), its values read
         if type(owner) in (str, bytes) and not all(_known(v) for v in values):
             if callee.__name__ not in ("format", "format_map", "join", "__mod__"):
                 raise NotConvertible(f"{verdict.name}() of a value known only at run time", loc)
@@ -2047,10 +2054,9 @@ def _holds_variable(value: object) -> bool:
 
 
 _MAX_DEPTH = 32  # nesting a graph tf.print's arguments are rebuilt through
-_STREAM_KEYWORDS = ("file", "output_stream")
-_NOT_LOOKED_UP = (
-    object()
-)  # _optional_attribute leaves the builtin to the general path  # a deferred call's stream: written to, not shown
+_STREAM_KEYWORDS = ("file", "output_stream")  # a deferred call's stream: written to, not shown
+_NOT_LOOKED_UP = object()  # _optional_attribute leaves the builtin to the general path
+_KEYED_READS = frozenset({"get", "keys", "values", "items", "__getitem__", "__contains__", "__len__"})
 
 
 def _is_variable(value: object) -> bool:
