@@ -75,3 +75,19 @@ def test_a_config_dict_attribute_changed_between_calls():
         return trainer.step, state
 
     run_differential(make, [(tf.constant(float(i)),) for i in range(9)], min_graph_calls=3)
+
+
+def test_a_keys_view_returned_shows_the_live_dict():
+    """Eager returns a view of the caller's dict; a view of janus's copy would not see a key the
+    caller adds afterwards."""
+    import janus
+
+    def step(batch):
+        return tf.reduce_sum(batch["x"]), batch.keys()
+
+    jitted = janus.jit(step)
+    for i in range(6):
+        batch = {"x": tf.constant([1.0, float(i)])}
+        _, keys = jitted(batch)
+        batch["z"] = 1
+        assert sorted(keys) == ["x", "z"], f"call {i}"

@@ -588,6 +588,9 @@ class _Flattener:
             "map",
             "filter",
             "enumerate",
+            "dict_keys",  # a view of janus's copy of a dict: eager's shows the live dict
+            "dict_values",
+            "dict_items",
         ):
             raise NotConvertible(f"returns a {type(value).__name__}, which would be shared across calls", loc)
         if isinstance(value, tf.Variable) and self._ctx.path_of(value) is not None:
