@@ -91,3 +91,96 @@ def test_a_keys_view_returned_shows_the_live_dict():
         _, keys = jitted(batch)
         batch["z"] = 1
         assert sorted(keys) == ["x", "z"], f"call {i}"
+
+
+@pytest.mark.parametrize("kind", ["returned", "stored"])
+def test_a_heap_dict_returned_or_stored_is_the_caller_s_object(kind):
+    """janus rebuilt its copy of a heap dict for the result (or the attribute it stored it in): the
+    caller then changed the copy, not the dict eager hands back."""
+
+    class Holder:
+        pass
+
+    def make():
+        config = {"scale": 2.0, "n": 0}
+        holder = Holder()
+
+        def step(x):
+            y = x * config.get("scale")
+            if kind == "stored":
+                holder.last = config
+                return y
+            return y, config
+
+        def state():
+            result = holder.last if kind == "stored" else config
+            result["n"] += 1  # the caller changes what it got back
+            return holder.__dict__.get("last", config) is config, dict(config)
+
+        return step, state
+
+    run_differential(make, [(tf.constant(float(i)),) for i in range(8)], min_graph_calls=3)
+
+
+def test_an_argument_dict_stored_on_an_object_is_the_argument():
+    class Holder:
+        pass
+
+    batches = [{"x": tf.constant([float(i)])} for i in range(8)]
+
+    def make():
+        holder = Holder()
+        seen = []
+
+        def step(batch):
+            holder.last = batch
+            return tf.reduce_sum(batch.get("x")) * 2.0
+
+        def state():
+            seen.append(holder.last)
+            return all(a is b for a, b in zip(seen, batches))
+
+        return step, state
+
+    run_differential(make, [(b,) for b in batches], min_graph_calls=3)
+
+
+@pytest.mark.parametrize("key", [1.0, True, "np_int64"])
+def test_keys_equal_in_value_but_not_in_type_are_told_apart(key):
+    """The keys guard compared keys with ``==``: ``1``, ``1.0``, ``True`` and ``np.int64(1)`` passed
+    for one another, and the graph gave the first call's key back."""
+    import numpy as np
+
+    other = np.int64(1) if key == "np_int64" else key
+
+    def make():
+        def step(d):
+            return [str(k) + type(k).__name__ for k in d.keys()], d[1] * 2.0  # noqa: SIM118 - the shape under test
+
+        return step, lambda: None
+
+    calls = [({1: tf.constant(float(i))},) for i in range(5)] + [({other: tf.constant(9.0)},)] * 3
+    run_differential(make, calls, min_graph_calls=3)
+
+
+def test_a_tuple_attribute_whose_items_change_type():
+    class Config:
+        def __init__(self):
+            self.shape = (2, 3)
+
+    def make():
+        config = Config()
+        calls = []
+
+        def step(x):
+            return x * 2.0, str(config.shape)
+
+        def state():
+            calls.append(1)
+            if len(calls) == 5:
+                config.shape = (2.0, 3)  # equal, as a tuple, to (2, 3)
+            return config.shape
+
+        return step, state
+
+    run_differential(make, [(tf.constant(float(i)),) for i in range(8)], min_graph_calls=3)

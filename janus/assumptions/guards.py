@@ -150,7 +150,29 @@ def _equals_match(b: GuardBuilder, source: str, value: object) -> str:
     if isinstance(value, (float, np.floating)) and value == 0:  # -0.0 == 0.0, but results differ in sign
         sign = math.copysign(1.0, value)
         return f"{kind} and {s} == 0 and {b.const(math.copysign)}(1.0, {s}) == {sign!r}"
-    return f"{kind} and {s} == {b.const(value)}"  # floats (inf), NumPy scalars, tuples: compared as values
+    if isinstance(value, (tuple, frozenset)):  # item by item, types and zeros' signs included
+        return f"{kind} and {b.const(exact)}({s}) == {b.const(exact(value))}"
+    return f"{kind} and {s} == {b.const(value)}"  # floats (inf), NumPy scalars: compared as values
+
+
+def exact(value: object) -> object:
+    """A key equal for two plain values only where each item has the same type and value (``1``,
+    ``1.0`` and ``True`` differ, and so do ``0.0`` and ``-0.0``; ``nan`` equals ``nan``)."""
+    kind = type(value)
+    if kind in (tuple, list):
+        return (kind, tuple(exact(v) for v in value))
+    if kind in (frozenset, set):
+        return (kind, frozenset(exact(v) for v in value))
+    if kind is dict:
+        return (kind, tuple((exact(k), exact(v)) for k, v in value.items()))
+    if isinstance(value, (float, np.floating)):
+        return (kind, repr(value))
+    return (kind, value)
+
+
+def exact_keys(mapping: object) -> tuple:
+    """A dict's keys, in order, as ``exact`` keys."""
+    return tuple(exact(k) for k in mapping)
 
 
 def _tensor_match(b: GuardBuilder, s: str, expected: tuple) -> str:
@@ -174,7 +196,7 @@ def _number_type(b: GuardBuilder, s: str, kind: type) -> str:
 def _sequence_match(b: GuardBuilder, s: str, expected: tuple) -> str:
     kind, length, keys = expected
     check = f"type({s}) is {b.const(kind)} and len({s}) == {length}"
-    return check if keys is None else f"{check} and tuple({s}) == {b.const(keys)}"
+    return check if keys is None else f"{check} and {b.const(exact_keys)}({s}) == {b.const(exact_keys(keys))}"
 
 
 def _ndarray_match(b: GuardBuilder, s: str, expected: tuple) -> str:
@@ -192,7 +214,7 @@ _RENDER: dict[GuardKind, Callable[[GuardBuilder, str, object], str]] = {
     GuardKind.NUMBER_TYPE: _number_type,
     GuardKind.SEQUENCE_MATCH: _sequence_match,
     GuardKind.LENGTH_MATCH: lambda b, s, n: f"len({s}) == {n}",
-    GuardKind.KEYS_MATCH: lambda b, s, keys: f"tuple({s}) == {b.const(keys)}",
+    GuardKind.KEYS_MATCH: lambda b, s, keys: f"{b.const(exact_keys)}({s}) == {b.const(exact_keys(keys))}",
     GuardKind.KEY_ABSENT: lambda b, s, key: f"{key!r} not in {s}",
     GuardKind.NDARRAY_MATCH: _ndarray_match,
     GuardKind.PREDICATE: lambda b, s, _: s,

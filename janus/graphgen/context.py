@@ -365,6 +365,10 @@ class GenerationContext:
             path = self.heap_tensors.get(id(value)) or self._paths.get(id(value))
         return path
 
+    def origin_of(self, container: object) -> Source | None:
+        """Where the heap list or dict that ``container`` is janus's copy of is read from."""
+        return self._origins.get(id(container)) if self.is_heap_container(container) else None
+
     def runtime_flag(self, source: Source, key: str, loc: str) -> PyNumber:
         """A bool that flips between calls (train/eval), fed at run time: an ``if`` on it becomes a
         ``tf.cond``, one graph for both values. If the code uses it where a run-time bool cannot go

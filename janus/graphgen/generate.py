@@ -575,6 +575,9 @@ class _Flattener:
             return ("formatted", (value.make, self(value.args, loc), self(value.kwargs, loc)))
         if isinstance(value, LateRead):
             return ("late", value)
+        origin = self._ctx.origin_of(value) if type(value) in (list, dict) else None
+        if origin is not None:  # janus's copy of a heap list or dict: eager's very object (writes are committed to it)
+            return self._source(origin)
         if type(value) in (list, tuple):
             return (type(value).__name__, (id(value), [self(v, loc) for v in value]))
         if is_plain_namedtuple(type(value)):
