@@ -16,6 +16,7 @@ import collections
 import contextlib
 import dataclasses
 import functools
+import gc
 import inspect
 import logging
 import threading
@@ -474,7 +475,7 @@ class JitFunction:
             specs: list[ArgSpec] = []
             try:
                 specs = self._specs()
-                with _progress(self.fn.__qualname__):
+                with _progress(self.fn.__qualname__), _no_cyclic_gc():
                     graph = generate(
                         self.fn, self.params, specs, self.profile, self.failures.__getitem__,
                         dict(self._later_lines), presave=presave,
@@ -661,6 +662,31 @@ class JitFunction:
 
 MAX_LATER_STATEMENTS = 8  # refused statements of one function run after its graph, at most
 _GENERATOR = "a generator function: its body runs while the caller iterates, one statement at a time"
+
+
+@contextlib.contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """No cyclic garbage collection while a graph is built: a collected generator's ``finally``
+    (user code, often TF ops) would run inside the build, holding TF's graph lock (a deadlock) or
+    adding its ops to janus's graph. Collection resumes after the build, where eager would run it."""
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:  # builds in several threads: collection resumes after the last one
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+_gc_lock = threading.Lock()
+_gc_pauses = 0  # builds in progress
+_gc_was_enabled = True
 
 
 @contextlib.contextmanager

@@ -21,7 +21,7 @@ import signal
 import sys
 import threading
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from janus.graphgen.errors import NotConvertible
 from janus.source.library import is_library_file
@@ -74,13 +74,16 @@ def _seeds_a_dataset(frame: types.FrameType) -> bool:
 _collecting: set[int] = set()  # the threads inside a garbage collection (gc.callbacks)
 
 
-def _note_collection(phase: str, info: dict) -> None:
+def _note_collection(
+    phase: str, info: dict, collecting: set[int] = _collecting, thread_id: Callable[[], int] = threading.get_ident
+) -> None:
     """A collection runs the finalizers (``__del__``, a generator's ``finally``, weakref callbacks) of
-    whatever garbage it frees, in the thread that triggered it: that user code is no library's call."""
+    whatever garbage it frees, in the thread that triggered it: that user code is no library's call.
+    (Its names are bound here: at interpreter exit, collections run after module globals are gone.)"""
     if phase == "start":
-        _collecting.add(threading.get_ident())
+        collecting.add(thread_id())
     else:
-        _collecting.discard(threading.get_ident())
+        collecting.discard(thread_id())
 
 
 def _handles_a_signal(code: types.CodeType) -> bool:
