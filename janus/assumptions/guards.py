@@ -151,7 +151,7 @@ def _equals_match(b: GuardBuilder, source: str, value: object) -> str:
         sign = math.copysign(1.0, value)
         return f"{kind} and {s} == 0 and {b.const(math.copysign)}(1.0, {s}) == {sign!r}"
     if isinstance(value, (tuple, frozenset)):  # item by item, types and zeros' signs included
-        return f"{kind} and {b.const(exact)}({s}) == {b.const(exact(value))}"
+        return f"{kind} and {b.const(exact)}({s}) == {b.const(_interned(exact(value)))}"
     return f"{kind} and {s} == {b.const(value)}"  # floats (inf), NumPy scalars: compared as values
 
 
@@ -168,6 +168,14 @@ def exact(value: object) -> object:
     if isinstance(value, (float, np.floating)):
         return (kind, repr(value))
     return (kind, value)
+
+
+def _interned(key: tuple) -> tuple:
+    """One object per ``exact`` key, so that one check rendered twice is the same code (and runs once)."""
+    return _EXACT_KEYS.setdefault(key, key)
+
+
+_EXACT_KEYS: dict[tuple, tuple] = {}
 
 
 def exact_keys(mapping: object) -> tuple:
@@ -196,7 +204,9 @@ def _number_type(b: GuardBuilder, s: str, kind: type) -> str:
 def _sequence_match(b: GuardBuilder, s: str, expected: tuple) -> str:
     kind, length, keys = expected
     check = f"type({s}) is {b.const(kind)} and len({s}) == {length}"
-    return check if keys is None else f"{check} and {b.const(exact_keys)}({s}) == {b.const(exact_keys(keys))}"
+    return (
+        check if keys is None else f"{check} and {b.const(exact_keys)}({s}) == {b.const(_interned(exact_keys(keys)))}"
+    )
 
 
 def _ndarray_match(b: GuardBuilder, s: str, expected: tuple) -> str:
@@ -214,7 +224,7 @@ _RENDER: dict[GuardKind, Callable[[GuardBuilder, str, object], str]] = {
     GuardKind.NUMBER_TYPE: _number_type,
     GuardKind.SEQUENCE_MATCH: _sequence_match,
     GuardKind.LENGTH_MATCH: lambda b, s, n: f"len({s}) == {n}",
-    GuardKind.KEYS_MATCH: lambda b, s, keys: f"{b.const(exact_keys)}({s}) == {b.const(exact_keys(keys))}",
+    GuardKind.KEYS_MATCH: lambda b, s, keys: f"{b.const(exact_keys)}({s}) == {b.const(_interned(exact_keys(keys)))}",
     GuardKind.KEY_ABSENT: lambda b, s, key: f"{key!r} not in {s}",
     GuardKind.NDARRAY_MATCH: _ndarray_match,
     GuardKind.PREDICATE: lambda b, s, _: s,
