@@ -55,6 +55,18 @@ def _differential_text(make, calls, capfd, min_graph_calls: int) -> janus.JitFun
     return run_differential_fd(make, calls, capfd, prefixes=("A ", "B "), min_graph_calls=min_graph_calls)
 
 
+def _show(printer: str, shown: object, x: tf.Tensor) -> None:
+    """The print under test, as users write it (janus inlines this helper into the step)."""
+    if printer == "print":
+        print("A", shown)
+    elif printer == "print_sep":
+        print("A", shown, sep="|")
+    elif printer == "tf_print":
+        tf.print("A", shown)
+    else:
+        tf.print("A", shown, x)
+
+
 CALLS = [(tf.constant(float(i)),) for i in range(8)]
 
 _WRAPS = {
@@ -77,14 +89,7 @@ def test_an_object_holding_a_variable_updated_below_the_print(wrap, printer, cap
         shown = _WRAPS[wrap](v)
 
         def step(x):
-            if printer == "print":
-                print("A", shown)
-            elif printer == "print_sep":
-                print("A", shown, sep="|")
-            elif printer == "tf_print":
-                tf.print("A", shown)
-            else:
-                tf.print("A", shown, x)
+            _show(printer, shown, x)
             v.assign_add(x + 1.0)
             return v * 2.0
 
@@ -125,12 +130,7 @@ def test_a_dataclass_whose_field_the_call_changes_keeps_its_graph(printer, capfd
         shown = Holder(0)
 
         def step(x):
-            if printer == "print":
-                print("A", shown)
-            elif printer == "tf_print":
-                tf.print("A", shown)
-            else:
-                tf.print("A", shown, x)
+            _show(printer, shown, x)
             shown.value += 1
             v.assign_add(x)
             return v + 0.0
@@ -188,14 +188,7 @@ def test_a_tf_module_container_attribute_prints_as_its_wrapper(attribute, printe
                 shown = module.list
             else:
                 shown = (module.list, 4)
-            if printer == "print":
-                print("A", shown)
-            elif printer == "print_sep":
-                print("A", shown, sep="|")
-            elif printer == "tf_print":
-                tf.print("A", shown)
-            else:
-                tf.print("A", shown, x)
+            _show(printer, shown, x)
             module.v.assign_add(x)
             return module.v + 0.0
 
@@ -242,12 +235,7 @@ def test_a_library_object_or_container_subclass_whose_text_shows_a_variable(hold
         shown = _LIBRARY_HOLDERS[holder](v)
 
         def step(x):
-            if printer == "print":
-                print("A", shown)
-            elif printer == "tf_print":
-                tf.print("A", shown)
-            else:
-                tf.print("A", shown, x)
+            _show(printer, shown, x)
             v.assign_add(x + 1.0)
             return v * 2.0
 
