@@ -61,7 +61,9 @@ def test_an_attribute_set_between_calls_is_seen(kind, read):
         return step, _sets_extra_before_call_5(config)
 
     jitted = run_differential(make, CALLS, min_graph_calls=0)
-    if read != "dict_get":
+    if read == "dict_get" and kind != "keras_layer":
+        assert "the __dict__ of a" in janus.explain(jitted)  # refused: its contents are not guarded
+    else:
         assert janus.stats(jitted)["graph_calls"] >= 3
 
 
@@ -75,12 +77,13 @@ def test_getattr_of_a_present_attribute_follows_its_value():
 
         def state():
             calls.append(1)
-            config.scale = float(len(calls))  # reassigned between calls
+            if len(calls) == 5:
+                config.scale = 3.0  # reassigned between calls
             return config.scale
 
         return step, state
 
-    run_differential(make, CALLS, min_graph_calls=0)
+    run_differential(make, CALLS, min_graph_calls=3)
 
 
 def test_a_dict_that_holds_itself_is_printed_from_a_graph_call():
@@ -146,4 +149,5 @@ def test_a_layer_property_that_raises_until_the_layer_is_built(read):
 
         return step, state
 
-    run_differential(make, CALLS, min_graph_calls=0)
+    jitted = run_differential(make, CALLS, min_graph_calls=0)
+    assert "which raises AttributeError now" in janus.explain(jitted)
