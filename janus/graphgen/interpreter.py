@@ -1439,7 +1439,8 @@ class Interpreter:
             return _NOT_LOOKED_UP
         if inspect.getattr_static(cls, name, _NOT_LOOKED_UP) is not _NOT_LOOKED_UP:  # a property (Dense.kernel)
             try:
-                getattr(obj, name)  # library code, as reading obj.name runs it
+                with sandbox.library_call(f"{cls.__qualname__}.{name}", loc):  # as reading obj.name runs it
+                    getattr(obj, name)
             except AttributeError:
                 raise NotConvertible(
                     f"{callee.__name__}() of {cls.__name__}.{name}, which raises AttributeError now (janus cannot "
