@@ -9,6 +9,8 @@ cumulative ``janus.config`` settings, each timed against eager:
 * ``+UNRL``  also ``unroll_loops=True``.
 * ``+SPCN``  also ``speculate_branches=True``.
 * ``+PARL``  also ``parallel_calls=True``; only where ``janus.config`` has ``parallel_calls``.
+* ``+BTCH``  also ``batch_trees=True`` (level batching of a batch loop's recursive calls, beyond
+  the paper); ``BASE`` has it off.
 
 Each setting gets a fresh program (``build``) and a fresh ``janus.jit``, and each call of its
 step runs under its setting (janus reads the switches while generating a graph, which may
@@ -38,13 +40,18 @@ DEFAULT_MODELS = ("lstm",)
 
 
 def settings() -> dict[str, dict[str, bool]]:
-    """The cumulative ablation settings this janus has (``+PARL`` only with ``parallel_calls``)."""
+    """The cumulative ablation settings this janus has (``+PARL`` only with ``parallel_calls``,
+    ``+BTCH`` only with ``batch_trees``)."""
     parl = hasattr(janus.config, "parallel_calls")
+    btch = hasattr(janus.config, "batch_trees")
     base = {"speculate_branches": False, "unroll_loops": False} | ({"parallel_calls": False} if parl else {})
+    base |= {"batch_trees": False} if btch else {}
     out = {"BASE": base, "+UNRL": base | {"unroll_loops": True}}
     out["+SPCN"] = out["+UNRL"] | {"speculate_branches": True}
     if parl:
         out["+PARL"] = out["+SPCN"] | {"parallel_calls": True}
+    if btch:
+        out["+BTCH"] = out["+PARL" if parl else "+SPCN"] | {"batch_trees": True}
     return out
 
 

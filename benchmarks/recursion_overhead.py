@@ -64,6 +64,10 @@ class Node:
         self.is_leaf = left is None
 
 
+# What the per-node measurements below run under: one invocation a tree node (no level batching).
+PER_NODE = {"batch_trees": False}
+
+
 def chain(depth: int) -> Node:
     node = Node()
     for _ in range(depth - 1):
@@ -124,6 +128,7 @@ def recursion_overhead(quick: bool = False) -> dict:
         "trim_effect": trim_effect(quick),
         "executor_effect": executor_effect(quick),
         "function_runs": function_runs(quick),
+        "batching_effect": batching_effect(quick),
     }
 
 
@@ -178,7 +183,7 @@ def executor_bound(quick: bool = False) -> dict:
         mod = table3.module(name)
         program = mod.build(quick, 0)
         recorder = table3._Recorder()
-        step = mod.imperative(program, recorder)
+        step = ablation._under(PER_NODE, mod.imperative(program, recorder))
         for _ in range(janus.config.profile_calls + 2):
             float(step())
         assert recorder.total("graph_calls") > 0
@@ -222,7 +227,7 @@ def trim_effect(quick: bool = False) -> dict:
         for trim in (True, False):
             recorder = table3._Recorder()
             prog = program if trim else mod.build(quick, 0)
-            step = ablation._under({"trim_functions": trim}, mod.imperative(prog, recorder))
+            step = ablation._under(PER_NODE | {"trim_functions": trim}, mod.imperative(prog, recorder))
             for _ in range(janus.config.profile_calls + 2):
                 float(step())
             assert recorder.total("graph_calls") > 0
@@ -241,6 +246,28 @@ def trim_effect(quick: bool = False) -> dict:
     return models
 
 
+def batching_effect(quick: bool = False) -> dict:
+    """Per tree model: janus's ms a batch with the batch loop's recursive calls run level by level,
+    all trees at once (``janus.config.batch_trees``), and invoked node by node, interleaved."""
+    result = {}
+    for name in ("treernn", "treelstm"):
+        mod = table3.module(name)
+        steps = {}
+        for label, on in (("per_node", False), ("batched", True)):
+            recorder = table3._Recorder()
+            step = ablation._under({"batch_trees": on}, mod.imperative(mod.build(quick, 0), recorder))
+            for _ in range(janus.config.profile_calls + 2):
+                float(step())
+            assert recorder.total("graph_calls") > 0
+            steps[label] = lambda step=step: float(step())
+        m = measure(f"batching_{name}", steps, unit="ms", warmup=2, repeats=3 if quick else 11, steps=3)
+        result[name] = {
+            "ms_per_batch": {k: v * 1e3 for k, v in m.per_step.items()},
+            "speedup": m.per_step["per_node"] / m.per_step["batched"],
+        }
+    return result
+
+
 def executor_effect(quick: bool = False) -> dict:
     """Per tree model and for the chain: janus with its recursive functions under TF's single-threaded
     executor and under the default one (``janus.config.single_threaded_recursion``), interleaved.
@@ -255,7 +282,8 @@ def executor_effect(quick: bool = False) -> dict:
         steps, recorders = {}, []
         for label, on in settings.items():
             recorder = table3._Recorder()
-            step = ablation._under({"single_threaded_recursion": on}, mod.imperative(mod.build(quick, 0), recorder))
+            setting = PER_NODE | {"single_threaded_recursion": on}
+            step = ablation._under(setting, mod.imperative(mod.build(quick, 0), recorder))
             for _ in range(janus.config.profile_calls + 2):
                 float(step())
             assert recorder.total("graph_calls") > 0
@@ -416,7 +444,7 @@ def parallel_subtrees(quick: bool = False) -> dict:
     for parallel in (True, False):
         program = mod.build(quick, 0)
         recorder = table3._Recorder()
-        steps[parallel] = ablation._under({"parallel_calls": parallel}, mod.imperative(program, recorder))
+        steps[parallel] = ablation._under(PER_NODE | {"parallel_calls": parallel}, mod.imperative(program, recorder))
         for _ in range(janus.config.profile_calls + 2):
             steps[parallel]()
         assert recorder.total("graph_calls") > 0

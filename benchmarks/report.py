@@ -151,6 +151,18 @@ def markdown(payload: dict) -> str:
                 f"Forward and backward (a weight read at every node, `tape.gradient` inside the timed function): "
                 f"eager {fb['us_per_node']['eager']:.1f} µs a node, janus {fb['us_per_node']['janus']:.1f} µs."
             )
+        batching = r.get("batching_effect")
+        if batching:
+            parts = [
+                f"{name}: {m['ms_per_batch']['per_node']:.1f} → {m['ms_per_batch']['batched']:.1f} ms a batch "
+                f"({m['speedup']:.2f}×)"
+                for name, m in batching.items()
+            ]
+            extra.append(
+                "Level batching (`janus.config.batch_trees`: the batch loop's recursive calls run level by level, "
+                "all trees at once, against one invocation a tree node; interleaved): " + "; ".join(parts) + ". "
+                "The per-node lines below measure invocations, with level batching off."
+            )
         bound = r.get("executor_bound")
         if bound:
             parts = [
@@ -209,7 +221,7 @@ def markdown(payload: dict) -> str:
                 "for a sibling subtree."
             )
     if payload.get("ablation"):
-        labels = [k for k in ("BASE", "+UNRL", "+SPCN", "+PARL") if any(k in r for r in payload["ablation"])]
+        labels = [k for k in ("BASE", "+UNRL", "+SPCN", "+PARL", "+BTCH") if any(k in r for r in payload["ablation"])]
         extra += [
             "",
             "Ablation (the paper's Fig. 9; `benchmarks/ablation.py`): janus ÷ eager as the optimisations are "

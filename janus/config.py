@@ -40,6 +40,9 @@ class Config:
         single_threaded_recursion: recursive graph functions run under TensorFlow's
             single-threaded executor, inline on the invoking thread (off: TF's default executor,
             nodes scheduled on the inter-op pool; ``csrc/janus_invoke.cc``). An ablation switch.
+        batch_trees: a loop's calls of a recursive function over a batch of trees run level by
+            level, all trees at once (``janus.graphgen.tree_batching``; off: one invocation per
+            node). An ablation switch.
         max_unroll: loops longer than this are converted to ``tf.while_loop`` instead.
         hot_calls: with ``janus.enable()``, calls after which a user function running TensorFlow
             is routed through janus (training steps and Keras ``call`` are routed at once).
@@ -82,6 +85,7 @@ class Config:
     parallel_calls: bool = True
     trim_functions: bool = True
     single_threaded_recursion: bool = True
+    batch_trees: bool = True
     max_unroll: int = 256
     hot_calls: int = 5
     discovery_quiet_seconds: float = 1.0

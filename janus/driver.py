@@ -41,12 +41,12 @@ from janus.executor.stats import Stats
 from janus.graphgen import later
 from janus.graphgen.errors import (
     TF_PRINTS_IN_GRAPH,
+    BuildAgainWithout,
     DeferredPrintFirst,
     GenerationError,
     NeedsStaticShape,
     NotConvertible,
     RaisesHere,
-    SpeculatesUnderPrint,
     StrictModeError,
 )
 from janus.graphgen.generate import generate
@@ -505,7 +505,7 @@ class JitFunction:
                 if isinstance(err, DeferredPrintFirst) and not self.failures[TF_PRINTS_IN_GRAPH]:
                     self._fail(TF_PRINTS_IN_GRAPH, f"{err.reason}: building again with every tf.print in the graph")
                     continue
-                if isinstance(err, SpeculatesUnderPrint):
+                if isinstance(err, BuildAgainWithout):
                     for key in err.keys:
                         self._fail(key, err.reason)
                     continue

@@ -72,12 +72,16 @@ def tree_program(train: bool):
     return make
 
 
-def test_random_trees_values_and_gradients_one_graph_for_all_trees():
+@pytest.mark.parametrize("batch_trees", [False, True])
+def test_random_trees_values_and_gradients_one_graph_for_all_trees(batch_trees, monkeypatch):
+    """Invoked node by node, or run level by level (``tree_batching``): one graph either way."""
+    monkeypatch.setattr(janus.config, "batch_trees", batch_trees)
     rng = np.random.default_rng(0)
     calls = [([random_tree(rng, int(rng.integers(1, 16))) for _ in range(3)],) for _ in range(9)]
     jitted = run_differential(tree_program(train=True), calls, min_graph_calls=5)
     assert janus.stats(jitted)["graphs_built"] == 1  # new trees never regenerate
-    assert "JanusInvoke" in {op.type for op in _graph_ops(jitted)}
+    kinds = {op.type for op in _graph_ops(jitted)}
+    assert ("PyFunc" in kinds and "JanusInvoke" not in kinds) if batch_trees else "JanusInvoke" in kinds
 
 
 def test_a_variable_read_only_by_later_trees_is_counted_before_its_gradient_is_asked():

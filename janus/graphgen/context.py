@@ -101,6 +101,7 @@ class GenerationContext:
         self.last_invoke: dict[tf.Graph, tf.Operation] = {}
         self.recursion_depth: tuple | None = None  # (the budget fed per call, its assumption)
         self.recursion_budgets: list[tf.Tensor] = []  # the budget parameter of each body being traced
+        self.batching_loops: list = []  # loops whose trees' calls may run level by level (tree_batching)
         self._cycle_codes: set | None = None
         self._keras_guarded: set[int] = set()
         self._keras_config_guarded = False
@@ -548,6 +549,19 @@ class GenerationContext:
         )
         self._checked_read(value.op)
         return self._from_heap(value, spec, samples)
+
+    def heap_call(self, make: Callable[[tf.Tensor, tf.Tensor], tuple]) -> tuple:
+        """An op of janus's that reads the heap in program order (the tree walk): ``make(token,
+        store)`` returns the token to pass on, then its outputs."""
+        return self._heap_op(make)
+
+    def batched_item(self, value: object) -> tuple | None:
+        """(loop, iteration) where ``value`` is the item of a loop whose trees may be batched."""
+        for loop in reversed(self.batching_loops):
+            found = loop.items.get(id(value))
+            if found is not None and found[1] is value:
+                return loop, found[0]
+        return None
 
     def heap_order_for_invoke(self) -> list[tf.Operation]:
         """What an invocation made now in the current graph must wait for: its heap ops so far, where

@@ -66,16 +66,28 @@ class DeferredPrintFirst(NotConvertible):
     kind = "print order"
 
 
-class SpeculatesUnderPrint(NotConvertible):
+class BuildAgainWithout(NotConvertible):
+    """A build that made assumptions it must not make: the driver builds again without ``keys``,
+    as after they failed."""
+
+    def __init__(self, reason: str, location: str, keys: list[str]) -> None:
+        super().__init__(reason, location)
+        self.keys = keys
+
+
+class SpeculatesUnderPrint(BuildAgainWithout):
     """A loop whose turns print and check assumptions: a later turn's failed check would re-run the
     call and print the earlier turns' text twice. The driver builds again without ``keys`` (the
     loop's assumptions), as after they failed."""
 
     kind = "print order"
 
-    def __init__(self, reason: str, location: str, keys: list[str]) -> None:
-        super().__init__(reason, location)
-        self.keys = keys
+
+class TreeBatchingRefused(BuildAgainWithout):
+    """A loop whose calls of a recursive function were batched (``tree_batching``) changes what the
+    function reads: the driver builds again with one call per node there."""
+
+    kind = "tree batching"
 
 
 TF_PRINTS_IN_GRAPH = "tf.print:in graph"  # the failure key of that build: no tf.print is deferred

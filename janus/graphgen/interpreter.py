@@ -48,6 +48,7 @@ from janus.graphgen import (
     sandbox,
     shown,
     tensor_arrays,
+    tree_batching,
 )
 from janus.graphgen.batch_lists import BatchList
 from janus.graphgen.context import NOT_LOGGED, READ_ONLY_METHODS, GenerationContext, LateRead, snapshot
@@ -59,6 +60,7 @@ from janus.graphgen.numpy_values import NumpyArray, NumpyMethod, NumpyScalar
 from janus.graphgen.pynumber import OptionalNumber, PyNumber
 from janus.graphgen.source import function_ast, location
 from janus.graphgen.values import is_plain, is_safe_operand, is_symbolic, is_user_object, truth_tensor
+from janus.ops import assert_op
 from janus.profiler.heapreads import chain_of
 from janus.profiler.observe import is_plain_namedtuple
 from janus.source import purity
@@ -498,18 +500,44 @@ class Interpreter:
                 frame.locals.update(saved)
         # `loss = 0.0; loss += t` becomes a tensor in the first iteration: it runs unconditionally
         self.ctx.check(lambda: count >= 1, once_key, "the list is not empty", loc)
-        first = self.ctx.heap_get_item(batch, PyNumber(tf.constant(0, tf.int64), int), loc)
-        self.assign(frame, node.target, first if enumerated is None else (enumerated, first))
-        self.exec_block(frame, node.body)
-        self._loop_iterations(frame, node, batch, count, range(1, bound), loc, enumerated)
+        not_empty = self.ctx.assert_ops[-1]
+        with self._batching_loop(batch, loc) as loop:
+            with tf.control_dependencies([not_empty]):  # an empty list fails the check, not the read
+                first = self.ctx.heap_get_item(batch, PyNumber(tf.constant(0, tf.int64), int), loc)
+            if loop is not None:
+                loop.element(first, 0)
+            self.assign(frame, node.target, first if enumerated is None else (enumerated, first))
+            self.exec_block(frame, node.body)
+            self._loop_iterations(frame, node, batch, count, range(1, bound), loc, enumerated, loop)
+
+    @contextlib.contextmanager
+    def _batching_loop(self, batch: PyObjectRef, loc: str) -> Iterator[tree_batching.BatchingLoop | None]:
+        """A loop over a batch whose calls of a recursive function on the item may run level by
+        level (``tree_batching``), unless that was refused or failed before."""
+        key = f"{tree_batching.BATCHING_KEY}@{loc}"
+        if not config.batch_trees or self.ctx.building or self.ctx.failed(key) or assert_op.exporting():
+            yield None
+            return
+        graph = tf.compat.v1.get_default_graph()
+        loop = tree_batching.BatchingLoop(
+            batch, key, loc, graph, len(graph.get_operations()), len(self.ctx.heap.writes)
+        )
+        self.ctx.batching_loops.append(loop)
+        try:
+            yield loop
+        finally:
+            self.ctx.batching_loops.remove(loop)
+        loop.finish(self.ctx)
 
     def _loop_iterations(
         self, frame: Frame, node: gast.For, batch: PyObjectRef, count: tf.Tensor, indices: range, loc: str,
-        enumerated: int | None = None,
+        enumerated: int | None = None, loop: tree_batching.BatchingLoop | None = None,
     ) -> None:  # fmt: skip
         for i in indices:
             index = PyNumber(tf.constant(i, tf.int64), int)
             read = functools.partial(self.ctx.heap_get_item, batch, index, loc)
+            if loop is not None:
+                read = functools.partial(lambda read, i: loop.element(read(), i), read, i)
             element = read if enumerated is None else (lambda read=read, i=i: (enumerated + i, read()))
             item = LoopItem(node.target, element)
             guarded = gast.copy_location(

@@ -45,7 +45,7 @@ from tensorflow.python.framework.ops import EagerTensor
 from janus.assumptions.checks import Assumption
 from janus.assumptions.specs import merge_shapes
 from janus.config import config
-from janus.graphgen import function_trim, recursion_grad
+from janus.graphgen import function_trim, recursion_grad, tree_batching
 from janus.graphgen.errors import NotConvertible
 from janus.graphgen.fallible import called_graphs
 from janus.graphgen.heap import PyObjectRef
@@ -401,11 +401,26 @@ def call(interp, func: types.FunctionType, arguments: dict[str, object]) -> obje
             raise NotConvertible(f"mutual recursion of {func.__qualname__} through another recursive function", loc)
         rf = _build(interp, func, list(arguments), template, leaves, loc)
         inputs = rf.flat_inputs(leaves, ctx, loc)
+        batched = _batched_item(ctx, rf, leaves)
+        if batched is not None:
+            rows = tree_batching.batched_call(ctx, rf, *batched, loc)
+            if rows is not None:
+                ctx.code.call(f"janus_batched[{rf.name}]", tuple(leaves), {}, None)
+                return _pack_outputs(rf.outputs.template, rows)
     outputs, op = rf.invoke(inputs, ctx)
     if rf.has_asserts or not ctx.building:  # an outermost invocation fails where the recursion is too deep
         ctx.assert_ops.append(op)
     ctx.code.call(f"janus_invoke[{rf.name}]", tuple(leaves), {}, None)
     return _pack_outputs(rf.outputs.template, outputs)
+
+
+def _batched_item(ctx, rf: RecursiveFunction, leaves: list) -> tuple | None:
+    """(loop, iteration) where the call's one changing argument is the item of a loop whose trees
+    may run level by level (``tree_batching``)."""
+    if ctx.building or not ctx.batching_loops:
+        return None
+    dynamic = [value for param, value in zip(rf.params, leaves) if param.kind != "static"]
+    return ctx.batched_item(dynamic[0]) if len(dynamic) == 1 else None
 
 
 def _build(interp, func, names, template, leaves, loc) -> RecursiveFunction:

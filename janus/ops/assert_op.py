@@ -30,6 +30,11 @@ _portable = threading.local()
 PORTABLE_MESSAGE = "janus export: this call breaks an assumption the exported graph was specialised on: "
 
 
+def exporting() -> bool:
+    """Whether this thread builds a graph to export (``portable_asserts``): only ops TF has run there."""
+    return getattr(_portable, "on", False)
+
+
 @contextlib.contextmanager
 def portable_asserts() -> Iterator[None]:
     """Asserts added in this thread meanwhile are TensorFlow's ``Assert`` (no janus op needed to run)."""
