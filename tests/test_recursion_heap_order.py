@@ -38,7 +38,7 @@ def _program(mutate):
             return tf.nn.embedding_lookup(emb, [node.word])
         return enc(node.left) * 2.0 + enc(node.right)
 
-    return lambda tree: mutate(tree, enc)
+    return lambda arg: mutate(arg, enc)
 
 
 def _differential(mutate, seed: int, calls: int = 9) -> None:
@@ -112,3 +112,67 @@ def test_a_write_under_a_python_condition_after_the_recursion():
         return a
 
     _differential(mutate, 60)
+
+
+def _batch_differential(step, seed: int, batch_trees: bool, monkeypatch, calls: int = 12) -> None:
+    """``step(batch, enc)`` over batches passed by pointer: each loop iteration is a region (a
+    ``tf.cond``) of its own, whose heap ops are off the enclosing graph's token chain."""
+    monkeypatch.setattr(janus.config, "batch_trees", batch_trees)
+    rng = np.random.default_rng(seed)
+    batches = [
+        [random_tree(rng, int(rng.integers(1, 8))) for _ in range(int(rng.integers(2, 5)))] for _ in range(calls)
+    ]
+    for batch in batches:
+        for tree in batch:
+            for node in _nodes(tree):
+                node.word = 7 if node.word is None else node.word
+    eager_batches, jit_batches = copy.deepcopy(batches), copy.deepcopy(batches)
+    eager, jitted = _program(step), janus.jit(_program(step))
+
+    def fields(bs):
+        return [[[(n.word, n.is_leaf) for n in _nodes(t)] for t in b] for b in bs]
+
+    for i in range(calls):
+        assert_same_call(
+            i,
+            outcome(eager, (eager_batches[i],)),
+            outcome(jitted, (jit_batches[i],)),
+            lambda: fields(eager_batches),
+            lambda: fields(jit_batches),
+        )
+    assert janus.stats(jitted)["graph_calls"] >= 4, janus.explain(jitted)
+
+
+@pytest.mark.parametrize("batch_trees", [False, True], ids=["invoked", "batched"])
+def test_children_swapped_in_one_loop_are_seen_by_the_next(batch_trees, monkeypatch):
+    """A breaker found it: the second loop's invocations raced the first loop's writes (about one
+    call in eight wrong), as the regions' heap ops were ordered only within each region."""
+
+    def step(batch, enc):
+        for t in batch:
+            if not t.is_leaf:
+                t.left, t.right = t.right, t.left
+        total = tf.zeros([1, 2], tf.float64)
+        for t in batch:
+            total += enc(t)
+        return total
+
+    _batch_differential(step, 70, batch_trees, monkeypatch)
+
+
+@pytest.mark.parametrize("batch_trees", [False, True], ids=["invoked", "batched"])
+def test_words_written_between_two_loops_of_recursions(batch_trees, monkeypatch):
+    """The first loop's invocations must not see the writes after it; the last loop's must."""
+
+    def step(batch, enc):
+        total = tf.zeros([1, 2], tf.float64)
+        for t in batch:
+            total += enc(t)
+        for t in batch:
+            if t.is_leaf:
+                t.word = (t.word + 1) % 20
+        for t in batch:
+            total += 3.0 * enc(t)
+        return total
+
+    _batch_differential(step, 71, batch_trees, monkeypatch)

@@ -48,6 +48,13 @@ from janus.source.library import is_library_class, is_library_code, is_library_o
 _assumption_ids = itertools.count(1)
 
 
+# Ops that run a graph of their own (a region): ``If`` and ``While`` of converted control flow.
+_REGION_OPS = frozenset(
+    {"If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase", "PartitionedCall",
+     "StatefulPartitionedCall"}
+)  # fmt: skip
+
+
 class GenerationContext:
     def __init__(
         self, profile: Profile, code_name: str, params: list[str], failures: Callable[[str], int] = lambda key: 0
@@ -86,6 +93,10 @@ class GenerationContext:
         # write waits for the heap ops before it (its reads see the write).
         self._invokes_unordered: dict[tf.Graph, list[tf.Operation]] = {}
         self._written: set[tf.Graph] = set()
+        # Across regions (a cond branch, a loop body: graphs of their own), the chain goes on: a
+        # region's heap ops wait for the heap ops before it, and those after it for the region op.
+        self._region_outer: dict[tf.Graph, tuple[tf.Graph, int, tf.Tensor | None]] = {}
+        self._regions_pending: dict[tf.Graph, int] = {}  # graph -> its op count when such a region began
         # what the graph sets on run-time objects (an attribute, an item) and where: made after it succeeds
         self.store_writes: list[tuple[str, str]] = []
         self.notes: list[str] = []  # decisions worth showing in explain()
@@ -460,8 +471,48 @@ class GenerationContext:
 
     def _heap_token(self) -> tf.Tensor:
         graph = tf.compat.v1.get_default_graph()
-        token = self._tokens.get(graph)
+        token = self._token_of(graph)
         return token if token is not None else tf.constant(0, tf.int64)
+
+    def _token_of(self, graph: tf.Graph) -> tf.Tensor | None:
+        """The last heap op of ``graph`` (its token), after the regions made since, which read or
+        wrote the heap or invoked a recursive function."""
+        start = self._regions_pending.get(graph)
+        regions = [] if start is None else [op for op in graph.get_operations()[start:] if op.type in _REGION_OPS]
+        if regions:  # none yet: the region op is made once its branches are traced (a sibling's trace asks)
+            del self._regions_pending[graph]
+            with graph.as_default(), tf.control_dependencies(regions):
+                token = self._tokens.get(graph)
+                self._tokens[graph] = tf.identity(token if token is not None else tf.constant(0, tf.int64))
+        return self._tokens.get(graph)
+
+    def _enter_region(self, region: tf.Graph) -> None:
+        """A cond branch or loop body begins: its heap ops come after the enclosing graph's."""
+        outer = getattr(region, "outer_graph", None)
+        if outer is None or (self.building and region.name == self.building[-1].name):
+            return  # the top graph, or a recursive function's body (its own store and order)
+        invocations = self._invokes_unordered.pop(outer, [])
+        token = self._token_of(outer)
+        if invocations:  # a write in the region must wait for the reads of the invocations before it
+            with outer.as_default(), tf.control_dependencies(invocations):
+                token = self._tokens[outer] = tf.identity(token if token is not None else tf.constant(0, tf.int64))
+        if token is not None:
+            self._tokens[region] = token
+        if outer in self._written:
+            self._written.add(region)
+        self._region_outer[region] = (outer, len(outer.get_operations()), token)
+
+    def _leave_region(self, region: tf.Graph) -> None:
+        """A region that read or wrote the heap, or invoked: the enclosing graph's next heap op and
+        invocation wait for the region op."""
+        entry = self._region_outer.pop(region, None)
+        if entry is None:
+            return
+        outer, start, inherited = entry
+        if self._tokens.get(region) is not inherited or self._invokes_unordered.get(region):
+            self._regions_pending[outer] = min(start, self._regions_pending.get(outer, start))
+        if region in self._written:
+            self._written.add(outer)
 
     def _heap_op(self, make: Callable[[tf.Tensor, tf.Tensor], tuple]) -> tuple:
         if self.store_factory is None:
@@ -567,7 +618,7 @@ class GenerationContext:
         """What an invocation made now in the current graph must wait for: its heap ops so far, where
         one of them wrote (the invocation's reads must see the write)."""
         graph = tf.compat.v1.get_default_graph()
-        token = self._tokens.get(graph)
+        token = self._token_of(graph)
         return [token.op] if graph in self._written and token is not None else []
 
     def note_invoke(self, op: tf.Operation) -> None:
@@ -914,16 +965,18 @@ class GenerationContext:
         outer, inner = self.assert_ops, []
         self.assert_ops = inner
         self.region_depth += 1
+        region = tf.compat.v1.get_default_graph()
+        self._enter_region(region)
         try:
             yield inner
             self.touches.count_region(
                 tf.compat.v1.get_default_graph(), self.region_depth, self.building[-1] if self.building else None
             )
-            region = tf.compat.v1.get_default_graph()
             order_state_writes(region, inner)
             order_prints(region)
             order_region(region, inner)
         finally:
+            self._leave_region(region)
             self.assert_ops = outer
             self.region_depth -= 1
 
