@@ -58,9 +58,29 @@ _SAME_OPS = frozenset(
         "OnesLike",
     }
 )  # fmt: skip
-_REDUCTIONS = frozenset({"Sum", "Mean", "Max", "Min", "Prod"})
+_REDUCTIONS = frozenset({"Sum", "Mean", "Max", "Min", "Prod", "All", "Any"})
 _BINARY_OPS = frozenset(
-    {"AddV2", "Add", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "SquaredDifference", "Equal", "NotEqual"}
+    {
+        "AddV2",
+        "Add",
+        "Sub",
+        "Mul",
+        "RealDiv",
+        "Maximum",
+        "Minimum",
+        "SquaredDifference",
+        "Equal",
+        "NotEqual",
+        "Greater",
+        "GreaterEqual",
+        "Less",
+        "LessEqual",
+        "LogicalAnd",
+        "LogicalOr",
+        "FloorDiv",
+        "FloorMod",
+        "Pow",
+    }  # fmt: skip
 )
 _ROW_OPS = _SAME_OPS | _BINARY_OPS | {
     "Const", "NoOp", "FakeParam", "Placeholder", "ReadVariableOp", "JanusPyGetAttr", "JanusInvoke", "JanusUnwrap",
