@@ -489,8 +489,10 @@ class GenerationContext:
     def _enter_region(self, region: tf.Graph) -> None:
         """A cond branch or loop body begins: its heap ops come after the enclosing graph's."""
         outer = getattr(region, "outer_graph", None)
-        if outer is None or (self.building and region.name == self.building[-1].name):
-            return  # the top graph, or a recursive function's body (its own store and order)
+        if outer is None or self.building:
+            # the top graph, or in a recursive function's body: its branch on the node keeps the form
+            # the invocation's forward shortcut runs (csrc/janus_invoke.cc), its reads their own chains
+            return
         invocations = self._invokes_unordered.pop(outer, [])
         token = self._token_of(outer)
         if invocations:  # a write in the region must wait for the reads of the invocations before it
