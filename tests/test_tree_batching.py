@@ -443,6 +443,49 @@ def test_a_body_janus_does_not_batch_is_invoked_per_node(walks):
     assert "run one invocation a node: it multiplies by a matrix of the node" in janus.explain(jitted)
 
 
+class BranchingEncoder(Encoder):
+    """A branch of its own inside the body: per row, each node may take another side."""
+
+    def __init__(self, where):
+        super().__init__()
+        self.where = where
+        self.encode = self.encode_branching
+
+    def encode_branching(self, node):
+        if node.is_leaf:
+            x = tf.nn.embedding_lookup(self.embedding, [node.word])
+            if self.where == "leaf" and tf.reduce_sum(x) > 0:  # a tensor `if`: a tf.cond
+                return x * 2.0
+            return x
+        h = self.combine(tf.concat([self.encode(node.left), self.encode(node.right)], axis=1))
+        if self.where == "inner":
+            return tf.cond(tf.reduce_sum(h) > 0, lambda: h * 2.0, lambda: h - 1.0)
+        return h
+
+
+@pytest.mark.parametrize("where", ["leaf", "inner"])
+def test_a_branch_inside_the_body_is_invoked_per_node(where, walks):
+    """A breaker found a ``tf.cond`` inside the body run with the outer branch's side for every row
+    (the batched rows took ``h - 1`` where eager took ``h * 2``)."""
+
+    def make():
+        model = BranchingEncoder(where)
+
+        def encode_all(batch):
+            out = tf.zeros([0, 5])
+            for t in batch:
+                out = tf.concat([out, model.encode(t)], 0)
+            return out
+
+        return encode_all, lambda: None
+
+    jitted = run_differential(make, [(b,) for b in batches(24, [3, 4, 2, 4, 3, 4])], min_graph_calls=3)
+    assert walks[0] == 0
+    assert "its body is not one branch on the node" in janus.explain(jitted) or "a branch of its body runs" in (
+        janus.explain(jitted)
+    )
+
+
 @st.composite
 def shapes(draw):
     def one(depth):

@@ -191,7 +191,7 @@ def _make_plan(rf) -> Plan:
     graph = rf.forward.graph
     node = graph.inputs[1]
     ifs = [op for op in graph.get_operations() if op.type in ("If", "StatelessIf")]
-    if len(ifs) != 1:
+    if len(ifs) != 1 or any(_runs_graphs(op) for op in graph.get_operations() if op not in ifs):
         raise NotBatchable("its body is not one branch on the node")
     if_op = ifs[0]
     reads: list[_Read] = []
@@ -214,6 +214,8 @@ def _make_plan(rf) -> Plan:
         inner_node = branch.inputs[node_input[0] - 1]
         passed = {id(branch.inputs[i - 1]): t for i, t in enumerate(if_op.inputs) if i > 0}
         for op in branch.get_operations():
+            if _runs_graphs(op):  # a cond, a loop or a call in a branch: each row would need its own
+                raise NotBatchable(f"a branch of its body runs {op.type}")
             if op.type not in _ROW_OPS and op._is_stateful:  # noqa: SLF001 - pure ops: on shared values only
                 raise NotBatchable(f"its body runs {op.type}")
             if op.type == "AssignAddVariableOp" and not touches.is_touch_op(op):
@@ -237,6 +239,11 @@ def _make_plan(rf) -> Plan:
         plan.id = next(_plan_ids)
         _plans[plan.id] = plan
     return plan
+
+
+def _runs_graphs(op: tf.Operation) -> bool:
+    """A control-flow op or a function call (not an invocation of the recursion: a gather of rows)."""
+    return op.type != "JanusInvoke" and called_graphs(op) != []
 
 
 def _slice(tensor: tf.Tensor) -> list[tf.Operation]:
@@ -375,7 +382,7 @@ class _Vectorizer:
             lazy = scope.lazy.pop(key, None)
             if lazy is not None:
                 scope.memo[key] = lazy()
-            elif t.op.type in ("If", "StatelessIf"):
+            elif t.op is self.plan.if_op:
                 scope.memo[key] = self._if_output(t.op, t.value_index, scope)
             else:
                 self._run(t.op, scope)
@@ -389,6 +396,8 @@ class _Vectorizer:
             return
         scope.memo[("op", op.name)] = True
         if op.type in ("If", "StatelessIf"):
+            if op is not self.plan.if_op:
+                raise NotBatchable(f"its body runs a {op.type} of its own")
             self._branch(op, scope)
             return
         controls = []
