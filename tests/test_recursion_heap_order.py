@@ -176,3 +176,51 @@ def test_words_written_between_two_loops_of_recursions(batch_trees, monkeypatch)
         return total
 
     _batch_differential(step, 71, batch_trees, monkeypatch)
+
+
+def _bump(node):
+    """A recursion that writes every node and returns nothing."""
+    node.word = (node.word + 1) % 20
+    if not node.is_leaf:
+        _bump(node.left)
+        _bump(node.right)
+
+
+def _bump_count(node):
+    """The same, returning a tensor its callers may leave unused."""
+    node.word = (node.word + 1) % 20
+    if node.is_leaf:
+        return tf.constant(1)
+    return _bump_count(node.left) + _bump_count(node.right)
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        lambda tree: (_bump(tree), tf.constant(0))[1],
+        lambda tree: (_bump_count(tree), tf.constant(0))[1],
+        lambda tree: (_bump(tree), tf.constant(tree.word))[1],
+        lambda tree: _bump_count(tree) * 2,
+    ],
+    ids=["returns_nothing", "result_unused", "then_the_root_read", "result_used"],
+)
+def test_a_recursion_that_writes_runs_and_its_writes_are_seen(step):
+    """A breaker found an invocation whose result was unused never run (its writes lost), and a read
+    after one not seeing its writes: invocations only read, janus assumed."""
+    rng = np.random.default_rng(72)
+    trees = [random_tree(rng, int(rng.integers(1, 8))) for _ in range(10)]
+    for tree in trees:
+        for node in _nodes(tree):
+            node.word = 7 if node.word is None else node.word
+    eager_trees, jit_trees = copy.deepcopy(trees), copy.deepcopy(trees)
+    jitted = janus.jit(step)
+
+    def fields(ts):
+        return [[(n.word, n.is_leaf) for n in _nodes(t)] for t in ts]
+
+    for i in range(len(trees)):
+        assert_same_call(
+            i, outcome(step, (eager_trees[i],)), outcome(jitted, (jit_trees[i],)),
+            lambda: fields(eager_trees), lambda: fields(jit_trees),
+        )  # fmt: skip
+    assert janus.stats(jitted)["graph_calls"] >= 4, janus.explain(jitted)

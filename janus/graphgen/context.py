@@ -623,6 +623,30 @@ class GenerationContext:
         token = self._token_of(graph)
         return [token.op] if graph in self._written and token is not None else []
 
+    def wrote_heap_within(self, graph: tf.Graph) -> bool:
+        """Whether a heap write was made in ``graph`` or in a region nested in it."""
+        for written in self._written:
+            while written is not None:
+                if written is graph:
+                    return True
+                written = getattr(written, "outer_graph", None)
+        return False
+
+    def heap_after(self, op: tf.Operation) -> None:
+        """The heap ops made next in ``op``'s graph wait for ``op`` (an invocation that writes)."""
+        graph = op.graph
+        with graph.as_default(), tf.control_dependencies([op]):
+            token = self._token_of(graph)
+            self._tokens[graph] = tf.identity(token if token is not None else tf.constant(0, tf.int64))
+        self._written.add(graph)
+
+    @staticmethod
+    def must_run(op: tf.Operation) -> None:
+        """``op`` runs whether or not its outputs are used: one of its graph's control outputs."""
+        outputs = getattr(op.graph, "control_outputs", None)
+        if outputs is not None and op not in outputs:
+            outputs.append(op)
+
     def note_invoke(self, op: tf.Operation) -> None:
         """An invocation made in the current graph: the next heap write there waits for it."""
         self._invokes_unordered.setdefault(tf.compat.v1.get_default_graph(), []).append(op)

@@ -232,6 +232,7 @@ class RecursiveFunction:
     outputs: OutputSpec
     captures: list  # external tensors every invocation passes after the parameters
     has_asserts: bool = False
+    writes_heap: bool = False  # its body writes Python objects: every invocation must run, used or not
     assumptions: dict = dataclasses.field(default_factory=dict)  # those its body plants (by id)
     trainable_inputs: list[int] = dataclasses.field(default_factory=list)  # indices into the flat inputs
     grad_kinds: list[str] = dataclasses.field(default_factory=list)  # per trainable input: none/dense/sparse
@@ -304,6 +305,9 @@ class RecursiveFunction:
         )
         ctx.last_invoke[graph] = op
         ctx.note_invoke(op)
+        if self.writes_heap:  # ACD skips invocations (they only read variables): this one must run,
+            ctx.must_run(op)  # and the heap ops after it see its writes
+            ctx.heap_after(op)
         if self.forward is not None:
             recursion_grad.add_to_graphs(self.forward)
         return list(outputs), op
@@ -488,6 +492,7 @@ def _trace_twice(interp, func, names, template, params, outputs, loc) -> Recursi
     recursion_grad.registry[rf.name] = rf
     probe = _trace(interp, func, names, rf, loc, probe=True)
     rf.captures = list(probe.external_captures)
+    rf.writes_heap = interp.ctx.wrote_heap_within(probe)
     assumptions = dict(interp.ctx.assumptions)
     kinds = None
     for _attempt in range(3):
