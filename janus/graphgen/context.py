@@ -511,7 +511,8 @@ class GenerationContext:
         if entry is None:
             return
         outer, start, inherited = entry
-        if self._tokens.get(region) is not inherited or self._invokes_unordered.get(region):
+        nested = region in self._regions_pending  # a region within it did (`if t: if u: node.x = 1`)
+        if self._tokens.get(region) is not inherited or self._invokes_unordered.get(region) or nested:
             self._regions_pending[outer] = min(start, self._regions_pending.get(outer, start))
         if region in self._written:
             self._written.add(outer)
