@@ -68,7 +68,137 @@ def test_variable_defined_in_one_branch_behaves_like_eager():
 
     calls = [(x,) for x in POS] + [(NEG[0],), (POS[0],), (NEG[1],)]
     jitted = run_differential(plain(f), calls, min_graph_calls=1)
-    assert "produce different types" in janus.explain(jitted)
+    assert "local 'y' may be read before assignment" in janus.explain(jitted)
+
+
+def test_a_name_new_in_one_branch_and_unused_after_it_keeps_the_graph():
+    """The step that skips a bad batch: ``grads`` exists only where the update ran."""
+
+    def make():
+        w = tf.Variable([1.0, -2.0])
+        opt = tf.keras.optimizers.SGD(0.1)
+
+        def step(x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum((w * x) ** 2)
+            if loss < 50.0:
+                grads = tape.gradient(loss, [w])
+                opt.apply_gradients(zip(grads, [w]))
+                note = "updated"  # noqa: F841 - never read
+            return loss
+
+        return step, lambda: w
+
+    calls = [(vec(0.5, 1.0),), (vec(10.0, 10.0),), (vec(1.0, -1.0),), (vec(9.0, 8.0),)] * 3
+    jitted = run_differential(make, calls, min_graph_calls=8)
+    assert graph_kinds(jitted)["cond"]
+
+
+def test_branches_that_pick_equal_but_distinct_dicts_keep_which_one():
+    """Two equal dicts are two objects, and two dicts with the same items in another order print
+    differently: neither may stand for the other after a tensor-dependent ``if``."""
+    first, second = {"a": 1}, {"a": 1}
+
+    def pick(x):
+        if tf.reduce_sum(x) > 0:
+            d = first
+        else:
+            d = second
+        return x, d is first
+
+    def ordered(x):
+        if tf.reduce_sum(x) > 0:
+            d = {"a": 1, "b": 2}
+        else:
+            d = {"b": 2, "a": 1}
+        return x, list(d)
+
+    calls = [(POS[0],), (NEG[0],), (POS[1],), (NEG[1],), (POS[2],), (NEG[0],)]
+    for fn in (pick, ordered):
+        run_differential(plain(fn), calls, min_graph_calls=0)
+
+
+def test_branches_that_leave_a_list_made_before_or_a_new_one_keep_eager_aliasing():
+    """``p = a`` on one side, a new list on the other: after the ``if``, ``p is a`` and what a change
+    through ``p`` does to ``a`` depend on the side taken, which no graph output can carry."""
+
+    def alias(x):
+        a = [1, 2]
+        if tf.reduce_sum(x) > 0:
+            p = a
+        else:
+            p = [1, 2]
+        p[0] = 7
+        return x, a[0], p is a
+
+    def in_a_tuple(x):
+        a = [1, 2]
+        if tf.reduce_sum(x) > 0:
+            pair = (a, 1)
+        else:
+            pair = ([1, 2], 2)
+        pair[0].append(3)
+        return x, len(a)
+
+    def by_expression(x):
+        a = [1, 2]
+        p = a if tf.reduce_sum(x) > 0 else [3, 4]
+        p.append(5)
+        return x, len(a)
+
+    calls = [(POS[0],), (NEG[0],), (POS[1],), (NEG[1],), (POS[2],), (POS[3],), (NEG[0],)]
+    for fn in (alias, in_a_tuple, by_expression):
+        jitted = run_differential(plain(fn), calls, min_graph_calls=0)
+        assert "different lists or dicts" in janus.explain(jitted)
+
+
+def test_long_lists_of_numbers_that_differ_between_branches_still_convert():
+    def returned(x):
+        if tf.reduce_sum(x) > 0:
+            return x, [1] * 70
+        return -x, [2] * 70
+
+    def assigned(x):
+        if tf.reduce_sum(x) > 0:
+            values = [1] * 65
+        else:
+            values = [1] * 64 + [2]
+        return x, values[-1], sum(values)
+
+    calls = [(x,) for x in (POS[0], NEG[0], POS[1], NEG[1], POS[2], NEG[0], POS[3])]
+    for fn in (returned, assigned):
+        run_differential(plain(fn), calls, min_graph_calls=3)
+
+
+def test_a_long_list_both_branches_leave_is_not_a_cond_output_per_item():
+    def f(x):
+        table = [0.5] * 2000
+        if tf.reduce_sum(x) > 0:
+            ids, y = table, x + 1.0
+        else:
+            ids, y = table, x - 1.0
+        return y * len(ids), ids is table
+
+    calls = [(x,) for x in (POS[0], NEG[0], POS[1], NEG[1], POS[2], NEG[0], POS[3])]
+    jitted = run_differential(plain(f), calls, min_graph_calls=3)
+    ops = jitted.cache.entries[0].graph.concrete.graph.get_operations()
+    assert max(len(op.outputs) for op in ops if op.type in ("If", "StatelessIf")) < 10
+
+
+def test_a_list_of_numbers_kept_by_both_branches_in_a_loop_is_no_cond_output():
+    def f(x):
+        table = [0.5] * 12
+        for i in range(8):
+            if tf.reduce_sum(x) > float(i) * 0.01:
+                kept, x = table, x * 0.99
+            else:
+                kept, x = table, x * 1.01
+        return x, kept is table
+
+    calls = [(x,) for x in (POS[0], NEG[0], POS[1], NEG[1], POS[2], NEG[0], POS[3])]
+    jitted = run_differential(plain(f), calls, min_graph_calls=3)
+    ops = jitted.cache.entries[0].graph.concrete.graph.get_operations()
+    assert max(len(op.outputs) for op in ops if op.type in ("If", "StatelessIf")) < 5
 
 
 def test_conditional_expressions_and_boolean_operators_on_tensors():

@@ -33,7 +33,7 @@ from janus.graphgen.errors import GenerationError, NeedsStaticShape, NotConverti
 from janus.graphgen.formatted import Formatted
 from janus.graphgen.heap import MISSING, HeapList, HeapLog, PyObjectRef, Write
 from janus.graphgen.numpy_values import NumpyArray
-from janus.graphgen.ordering import order_prints, order_region, order_state_writes
+from janus.graphgen.ordering import changes_state, order_prints, order_region, order_state_writes
 from janus.graphgen.pynumber import OptionalNumber, PyNumber
 from janus.graphgen.source import location
 from janus.graphgen.static_values import static_value
@@ -1009,14 +1009,27 @@ class GenerationContext:
 
     @contextlib.contextmanager
     def attempt(self) -> Iterator[None]:
-        """A conversion that may be abandoned: on failure, forget the assertions it planted."""
+        """A conversion that may be abandoned: on failure, forget the assertions it planted.
+
+        TF keeps the ops an abandoned conversion made, and a function runs every stateful op of
+        its graph: where one of them changes state (a variable update, a heap write, a print, in a
+        cond or loop it made), the build fails rather than let it run beside its replacement."""
         known, planted = set(self.assumptions), len(self.assert_ops)
+        graph = tf.compat.v1.get_default_graph()
+        made = len(graph.get_operations())
         try:
             yield
-        except NotConvertible:
+        except NotConvertible as err:
             for key in set(self.assumptions) - known:
                 del self.assumptions[key]
             del self.assert_ops[planted:]
+            left = next((op for op in graph.get_operations()[made:] if changes_state(op)), None)
+            if left is not None:
+                raise GenerationError(
+                    f"{err.reason}; the {left.type} op made before janus gave up on this conversion changes "
+                    "state and would still run",
+                    err.location,
+                ) from err
             raise
 
     @contextlib.contextmanager

@@ -184,7 +184,12 @@ def same_template(a: object, b: object) -> bool:
 
 
 def _equal(a: object, b: object) -> bool:
-    """The same Python value: ``-0.0`` and ``0.0`` are equal but not the same result."""
+    """The same Python value: ``-0.0`` and ``0.0`` are equal but not the same result, and two
+    equal lists, dicts or sets are two objects (``d is d1``, what is added to one, a dict's order)."""
+    if a is b:
+        return True
+    if type(a) in _MUTABLE:
+        return False
     try:
         if type(a) is not type(b) or not bool(a == b):
             return False
@@ -194,13 +199,14 @@ def _equal(a: object, b: object) -> bool:
         return math.copysign(1.0, a) == math.copysign(1.0, b)
     if isinstance(a, complex):
         return _equal(a.real, b.real) and _equal(a.imag, b.imag)
-    if type(a) in (tuple, list):
+    if type(a) is tuple:
         return all(_equal(x, y) for x, y in zip(a, b))
-    if type(a) is dict:
-        return all(_equal(a[k], b[k]) for k in a)
-    if type(a) in (set, frozenset):
+    if type(a) is frozenset:
         return all(any(_equal(x, y) for y in b) for x in a)
     return True
+
+
+_MUTABLE = (list, dict, set, bytearray)
 
 
 # ------------------------------------------------------------------ TensorArray-backed lists
@@ -238,6 +244,60 @@ class TensorList:
 
 
 # ------------------------------------------------------------------ conditionals
+class _BranchesDiffer(NotConvertible):
+    """The second branch traced leaves other Python values or types than the first: raised before
+    ``tf.cond`` makes its ``If`` op, which would otherwise stay in the graph and run (its state
+    updates included) beside the ``If`` of a second trace. ``retry``: tracing again with every
+    number a tensor may make them agree."""
+
+    def __init__(self, retry: bool, reason: str = "produce different types or Python values") -> None:
+        super().__init__(reason)
+        self.retry = retry
+
+
+def _same_as_first(templates: list, left: list, existing: set[int], interp: Interpreter, per_name: bool) -> None:
+    """Raises ``_BranchesDiffer`` once both branches are traced, if their templates differ or they
+    leave two different lists or dicts, one of which existed before (``p = a`` against ``p = [1, 2]``:
+    after the ``if``, ``p is a`` and what ``p.append`` changes depend on the branch). ``per_name``:
+    what each branch left is the list of the assigned names' values."""
+    if len(templates) != 2:
+        return
+    pairs = zip(left[0], left[1]) if per_name else [(left[0], left[1])]
+    if any(_other_containers(first, second, existing, interp) for first, second in pairs):
+        raise _BranchesDiffer(retry=False, reason="leave different lists or dicts, one made before the `if`")
+    if not same_template(templates[0], templates[1]):
+        raise _BranchesDiffer(retry=True)
+
+
+def _existing_containers(interp: Interpreter, frame: Frame) -> set[int]:
+    """The ids of the lists, dicts and sets the code could reach by name before a branch ran."""
+    found: set[int] = set()
+    pending = list(interp.visible_values(frame))
+    budget = 10_000  # items looked at: a local list of a million floats is not walked whole
+    while pending and budget > 0:
+        value = pending.pop()
+        budget -= 1
+        if type(value) in _MUTABLE and id(value) not in found:
+            found.add(id(value))
+            pending.extend(value.values() if type(value) is dict else value)
+        elif type(value) is tuple:
+            pending.extend(value)
+    return found
+
+
+def _other_containers(first: object, second: object, existing: set[int], interp: Interpreter) -> bool:
+    """Whether the branches leave two different mutable containers where one existed before."""
+    if first is second:
+        return False
+    if type(first) in _MUTABLE or type(second) in _MUTABLE:
+        return any(
+            type(c) in _MUTABLE and (id(c) in existing or interp.ctx.path_of(c) is not None) for c in (first, second)
+        )
+    if type(first) in (list, tuple) and type(second) is type(first) and len(first) == len(second):
+        return any(_other_containers(a, b, existing, interp) for a, b in zip(first, second))
+    return False
+
+
 def convert_cond(
     interp: Interpreter, frame: Frame, node: gast.If, predicate: tf.Tensor, rest: list, tail: bool
 ) -> bool:
@@ -255,11 +315,17 @@ def convert_cond(
     if returns and escapes(rest, loop_exits=True) and not escapes(rest, loop_exits=False):
         raise NotConvertible("`break`/`continue` after a returning tensor-dependent `if`", loc)
     names = sorted(assigned_names(body + orelse))
+    if not returns:  # `if ok: grads = tape.gradient(...)`: a name new in one branch is not defined after the `if`
+        one_sided = (assigned_names(body) ^ assigned_names(orelse)) - set(frame.locals)
+        names = [n for n in names if n not in one_sided]
     truth = truth_tensor(predicate)
     templates: list[object] = []
     had_assertions: list[bool] = []
     saved = _snapshot_containers(interp, frame)
-    promote = False  # set for a second try: Python numbers that differ between branches become tensors
+    left: list[object] = []  # what each branch leaves, before its Python numbers become tensors
+    before = [UNDEFINED if returns else frame.locals.get(n, UNDEFINED) for n in names]
+    existing = _existing_containers(interp, frame)
+    every = False  # set for a second trace: every number becomes a tensor, in lists the branches keep too
 
     def branch(block: list) -> Callable[[], list]:
         def run() -> list:
@@ -268,39 +334,42 @@ def convert_cond(
             with interp.live(scope), interp.ctx.nested_graph() as asserts:
                 if returns:
                     result = interp.run_block_for_return(scope, block + rest, tail, loc)
-                    templates.append(flatten(_promoted(result) if promote else result, tensors))
+                    promoted = _promoted(result, None, every, existing)
                 else:
                     interp.exec_block(scope, block)
-                    values = [scope.locals.get(n, UNDEFINED) for n in names]
-                    templates.append(flatten(_promoted(values) if promote else values, tensors))
+                    result = [scope.locals.get(n, UNDEFINED) for n in names]
+                    promoted = [_promoted(v, b, every, existing) for v, b in zip(result, before)]
+                left.append(result)
+                templates.append(flatten(promoted, tensors))
                 _restore_containers(saved, loc)
                 had_assertions.append(bool(asserts))
+            _same_as_first(templates, left, existing, interp, not returns)
             tensors.append(branch_done(tf.compat.v1.get_default_graph()))  # every cond has an output: a handle
             return tensors
 
         return run
 
-    for promote in (False, True):
+    for every in (False, True):
         templates.clear()
+        left.clear()
         try:
             with interp.ctx.attempt():
                 outputs = tf.cond(truth, branch(body), branch(orelse))
+            break
+        except _BranchesDiffer as err:
+            if not every and err.retry:
+                continue
+            raise NotConvertible(f"the branches of a tensor-dependent `if` {err.reason}", loc) from None
         except (NotConvertible, GenerationError):
             raise
         except (ValueError, TypeError, AssertionError) as err:  # cond_v2 asserts on output count mismatches
-            if not promote and _numbers_differ(templates):
-                continue
             raise NotConvertible(
                 f"the branches of a tensor-dependent `if` produce different types: {err}", loc
             ) from None
-        if len(templates) == 2 and same_template(templates[0], templates[1]):
-            break
-        if promote or not _numbers_differ(templates):
-            raise NotConvertible("the branches of a tensor-dependent `if` leave different Python values or types", loc)
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
     if any(had_assertions):
         interp.ctx.assert_ops.append(outputs[-1].op)
-    value = unflatten(templates[0], outputs[:-1])
+    value = _kept_static(unflatten(templates[0], outputs[:-1]), *left)
     if returns:
         interp.raise_return(value)
     for name, item in zip(names, value):
@@ -323,70 +392,78 @@ def convert_select(
     loc = interp.loc(frame, node)
     templates: list[object] = []
     had_assertions: list[bool] = []
-    promote = False
+    left: list[object] = []  # `1.0 if t else 0.0`: a Python number known only at run time
+    existing = _existing_containers(interp, frame)
+    every = False
 
     def branch(make: Callable[[Frame], object]) -> Callable[[], list]:
         def run() -> list:
             tensors: list = []
             with interp.live(interp.scope(frame)) as scope, interp.ctx.nested_graph() as asserts:
                 value = make(scope)
-                templates.append(flatten(_promoted(value) if promote else value, tensors))
+                left.append(value)
+                templates.append(flatten(_promoted(value, None, every, existing), tensors))
                 had_assertions.append(bool(asserts))
+            _same_as_first(templates, left, existing, interp, False)
             tensors.append(branch_done(tf.compat.v1.get_default_graph()))
             return tensors
 
         return run
 
-    for promote in (False, True):  # `1.0 if t else 0.0`: a Python number known only at run time
+    for every in (False, True):
         templates.clear()
+        left.clear()
         try:
             with interp.ctx.attempt():
                 outputs = tf.cond(truth_tensor(predicate), branch(then), branch(otherwise))
+            break
+        except _BranchesDiffer as err:
+            if not every and err.retry:
+                continue
+            raise NotConvertible(f"the two sides of a tensor-dependent expression {err.reason}", loc) from None
         except (NotConvertible, GenerationError):
             raise
         except (ValueError, TypeError, AssertionError) as err:
-            if not promote and _numbers_differ(templates):
-                continue
             raise NotConvertible(f"the two sides of a tensor-dependent expression differ in type: {err}", loc) from None
-        if len(templates) == 2 and same_template(templates[0], templates[1]):
-            break
-        if promote or not _numbers_differ(templates):
-            raise NotConvertible("the two sides of a tensor-dependent expression differ in Python type", loc)
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
     if any(had_assertions):
         interp.ctx.assert_ops.append(outputs[-1].op)
-    return unflatten(templates[0], outputs[:-1])
+    return _kept_static(unflatten(templates[0], outputs[:-1]), *left)
 
 
 _NUMBER_DTYPES = {bool: tf.bool, int: tf.int64, float: tf.float64}
 
 
-def _promoted(value: object) -> object:
-    """Plain Python numbers in ``value`` as PyNumbers (``2 ** 62`` and beyond stay Python ints)."""
+def _promoted(value: object, before: object, every: bool, existing: set[int]) -> object:
+    """Plain Python numbers in ``value`` as PyNumbers (``2 ** 62`` and beyond stay Python ints).
+    A list made before the ``if`` (in ``existing``) keeps them: the other branch leaves it too, or
+    the ``if`` is refused (``_other_containers``). Unless ``every``, so does a tuple that is
+    ``before`` (the name's value before the ``if``) and a long list or tuple: a cond output each
+    would cost more to build than the rare second trace where the other branch changed it."""
     if type(value) in _NUMBER_DTYPES and not (type(value) is int and abs(value) >= 2**62):
         return PyNumber(tf.constant(value, _NUMBER_DTYPES[type(value)]), type(value))
     if type(value) in (list, tuple):
-        return type(value)(_promoted(v) for v in value)
+        if id(value) in existing or not every and (value is before or len(value) > _MAX_PROMOTED_ITEMS):
+            return value
+        return type(value)(_promoted(v, None, every, existing) for v in value)
     return value
 
 
-def _numbers_differ(templates: list) -> bool:
-    """Whether the two branches' templates differ only where each holds a Python number of one type."""
-    if len(templates) != 2:
-        return False
+_MAX_PROMOTED_ITEMS = 16  # a longer list or tuple keeps its numbers on the first trace
 
-    def close(a: object, b: object) -> bool:
-        if isinstance(a, _Leaf) and isinstance(b, _Leaf):
-            numbers = a.kind == b.kind == "static" and type(a.extra) is type(b.extra) in _NUMBER_DTYPES
-            mixed = {a.kind, b.kind} == {"static", "number"} and (  # a number made run-time by an earlier `if`
-                (a.extra if a.kind == "number" else type(a.extra)) is (b.extra if b.kind == "number" else type(b.extra))
-            )
-            return numbers or mixed or same_template(a, b)
-        if isinstance(a, tuple) and isinstance(b, tuple) and not isinstance(a, _Leaf) and not isinstance(b, _Leaf):
-            return a[0] is b[0] and len(a[1]) == len(b[1]) and all(close(x, y) for x, y in zip(a[1], b[1]))
-        return False
 
-    return not same_template(*templates) and close(*templates)
+def _kept_static(value: object, first: object, second: object) -> object:
+    """A cond's result (``value``), where both branches left the same list or dict, or the same
+    plain Python value (``first``, ``second``): that object, as eager would have it, not a copy or
+    the tensor its numbers became."""
+    if first is second and type(first) in _MUTABLE:
+        return first
+    if is_plain(first) and is_plain(second) and _equal(first, second):
+        return first
+    kind = type(first)
+    if kind in (list, tuple) and type(second) is kind and type(value) is kind and len(first) == len(second):
+        return kind(_kept_static(v, a, b) for v, a, b in zip(value, first, second))
+    return value
 
 
 def _snapshot_containers(interp: Interpreter, frame: Frame) -> list[tuple[object, object]]:

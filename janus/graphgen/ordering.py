@@ -60,6 +60,23 @@ def is_state_write(op: tf.Operation) -> bool:
     return any(outlives_call(t) for t in op.inputs) or prints(op)
 
 
+_HEAP_WRITES = frozenset({"JanusPySetAttr", "JanusPySetSubscr"})
+
+
+def changes_state(op: tf.Operation) -> bool:
+    """Whether running ``op`` may change what outlives the call: a state update or print
+    (``is_state_write``), a write to a Python object through the heap store, a recursive function's
+    invocation (which may write), or control flow or a call holding one of them."""
+    if op.type in _HEAP_WRITES or op.type in _INVOCATIONS:
+        return True
+    bodies = called_graphs(op)
+    if bodies is None:
+        return op._is_stateful
+    if bodies:
+        return any(changes_state(inner) for body in bodies for inner in body.get_operations())
+    return is_state_write(op)
+
+
 def outlives_call(tensor: tf.Tensor) -> bool:
     """A resource that is not made anew by the call: a variable, a table, an iterator that is not
     the call's own. ``Anonymous*`` ops (an iterator, a seed generator) and tf.data's placeholders
