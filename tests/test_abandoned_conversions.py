@@ -45,7 +45,8 @@ def test_variable_update_in_a_branch_that_sets_different_numbers_runs_once():
 
 
 def test_optimizer_step_in_a_branch_with_a_python_counter():
-    """The shape of a training step that skips an update on a bad batch and counts the skips."""
+    """The shape of a training step that skips an update on a bad batch and counts the skips.
+    ``grads`` is made in one branch only, and nothing reads it after the ``if``."""
 
     def make():
         w = tf.Variable([1.0, -2.0])
@@ -55,7 +56,8 @@ def test_optimizer_step_in_a_branch_with_a_python_counter():
             with tf.GradientTape() as tape:
                 loss = tf.reduce_sum((w * x) ** 2)
             if loss < 50.0:
-                opt.apply_gradients([(tape.gradient(loss, w), w)])
+                grads = tape.gradient(loss, [w])
+                opt.apply_gradients(zip(grads, [w]))
                 skipped = 0
             else:
                 skipped = 1

@@ -71,29 +71,6 @@ def test_variable_defined_in_one_branch_behaves_like_eager():
     assert "local 'y' may be read before assignment" in janus.explain(jitted)
 
 
-def test_a_name_new_in_one_branch_and_unused_after_it_keeps_the_graph():
-    """The step that skips a bad batch: ``grads`` exists only where the update ran."""
-
-    def make():
-        w = tf.Variable([1.0, -2.0])
-        opt = tf.keras.optimizers.SGD(0.1)
-
-        def step(x):
-            with tf.GradientTape() as tape:
-                loss = tf.reduce_sum((w * x) ** 2)
-            if loss < 50.0:
-                grads = tape.gradient(loss, [w])
-                opt.apply_gradients(zip(grads, [w]))
-                note = "updated"  # noqa: F841 - never read
-            return loss
-
-        return step, lambda: w
-
-    calls = [(vec(0.5, 1.0),), (vec(10.0, 10.0),), (vec(1.0, -1.0),), (vec(9.0, 8.0),)] * 3
-    jitted = run_differential(make, calls, min_graph_calls=8)
-    assert graph_kinds(jitted)["cond"]
-
-
 def test_branches_that_pick_equal_but_distinct_dicts_keep_which_one():
     """Two equal dicts are two objects, and two dicts with the same items in another order print
     differently: neither may stand for the other after a tensor-dependent ``if``."""
